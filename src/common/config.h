@@ -1,0 +1,33 @@
+/* Typed configuration, validated once from the system variables at plugin init (plugin/ fills it).
+   Every other layer reads limits from here; nothing keeps its own defaults. */
+#ifndef TABLESOCKET_COMMON_CONFIG_H
+#define TABLESOCKET_COMMON_CONFIG_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tablesocket {
+
+struct Config {
+  std::string address = "127.0.0.1";
+  unsigned hs_port = 9998;      // read-only HandlerSocket listener; 0 = disabled
+  unsigned hs_port_wr = 9999;   // read/write HandlerSocket listener; 0 = disabled
+  unsigned threads = 2;         // epoll worker threads
+  unsigned backlog = 1024;
+  unsigned max_connections = 10000;
+  unsigned idle_timeout_s = 600;        // 0 = never
+  size_t max_request_size = 1 << 20;    // one request line
+  unsigned max_tokens = 10000;          // tokens in one request line
+  unsigned max_open_indexes = 1000;     // per connection
+  size_t max_output_buffer = 16 << 20;  // unsent reply bytes per connection before the connection is closed
+  size_t output_high_water = 1 << 20;   // stop executing a connection's requests above this
+  unsigned max_requests_per_batch = 256;  // per connection per batch (fairness)
+  unsigned ddl_check_interval_ms = 20;  // how often an idle worker looks for DDL waiting on its tables
+  unsigned lock_wait_timeout_ms = 10000;  // how long a request waits for a metadata lock before an error
+  std::string plain_secret;     // HandlerSocket-compatible `A 1 <secret>` on the read port ("" = none)
+  std::string plain_secret_wr;  // the same on the read/write port
+};
+
+}  // namespace tablesocket
+#endif

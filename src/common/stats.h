@@ -1,0 +1,41 @@
+/* Counters: one block per worker (no shared cache lines on the request path), summed on demand
+   for SHOW STATUS. Relaxed atomics: readers only need eventually consistent totals. */
+#ifndef TABLESOCKET_COMMON_STATS_H
+#define TABLESOCKET_COMMON_STATS_H
+
+#include <atomic>
+#include <cstdint>
+
+namespace tablesocket {
+
+#define TABLESOCKET_COUNTERS(X)                                         \
+  X(connections_total, "connections accepted")                          \
+  X(connections_rejected, "connections refused over max_connections")   \
+  X(requests_open, "open_index (P) requests")                           \
+  X(requests_find, "find requests")                                     \
+  X(requests_insert, "insert requests")                                 \
+  X(requests_modify, "find_modify requests")                            \
+  X(requests_auth, "auth requests")                                     \
+  X(requests_other, "other requests")                                   \
+  X(errors, "requests answered with an error")                          \
+  X(rows_read, "rows returned")                                         \
+  X(rows_written, "rows inserted, updated or deleted")                  \
+  X(batches, "batches executed")                                        \
+  X(table_opens, "table opens (including reopens after DDL)")           \
+  X(table_yields, "tables closed to let DDL or FLUSH proceed")          \
+  X(lock_waits, "requests parked waiting for a metadata lock")          \
+  X(protocol_errors, "connections closed for oversized or malformed input") \
+  X(timeouts, "connections closed as idle")
+
+struct Counters {
+#define TS_DECLARE_COUNTER(name, desc) std::atomic<uint64_t> name{0};
+  TABLESOCKET_COUNTERS(TS_DECLARE_COUNTER)
+#undef TS_DECLARE_COUNTER
+  std::atomic<int64_t> connections{0};  // currently open
+  std::atomic<int64_t> open_tables{0};  // currently held open by this worker
+
+  void add(std::atomic<uint64_t> &c, uint64_t n = 1) { c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+} __attribute__((aligned(64)));
+
+}  // namespace tablesocket
+#endif

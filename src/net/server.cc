@@ -1,0 +1,168 @@
+#include "net/server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include "net/worker.h"
+
+namespace tablesocket {
+
+Server::Server(const Config &cfg) : cfg_(cfg) {}
+
+Server::~Server() { stop(); }
+
+bool Server::add_port(const std::string &name, unsigned port, bool writable, const std::string &secret,
+                      std::string *error) {
+  if (port == 0) return true;  // listener disabled
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  std::string service = std::to_string(port);
+  int rc = getaddrinfo(cfg_.address.empty() ? nullptr : cfg_.address.c_str(), service.c_str(), &hints, &res);
+  if (rc != 0) {
+    *error = "tablesocket_address '" + cfg_.address + "' cannot be resolved: " + gai_strerror(rc);
+    return false;
+  }
+  std::unique_ptr<addrinfo, void (*)(addrinfo *)> guard(res, freeaddrinfo);
+  Fd fd(socket(res->ai_family, res->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, res->ai_protocol));
+  if (!fd.valid()) {
+    *error = std::string("socket(): ") + strerror(errno);
+    return false;
+  }
+  int one = 1;
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (bind(fd.get(), res->ai_addr, res->ai_addrlen) != 0) {
+    *error = "cannot bind " + name + " listener to " + cfg_.address + ":" + service + ": " + strerror(errno);
+    return false;
+  }
+  if (listen(fd.get(), int(cfg_.backlog)) != 0) {
+    *error = "listen() on " + cfg_.address + ":" + service + ": " + strerror(errno);
+    return false;
+  }
+  auto p = std::make_unique<Port>();
+  p->name = name;
+  p->protocol = Protocol::hs;
+  p->hs_policy.writable = writable;
+  p->hs_policy.plain_secret = secret;
+  p->port = port;
+  p->fd = std::move(fd);
+  ports_.push_back(std::move(p));
+  return true;
+}
+
+bool Server::start(std::string *error) {
+  if (cfg_.hs_port && cfg_.hs_port == cfg_.hs_port_wr) {
+    *error = "tablesocket_hs_port and tablesocket_hs_port_wr must differ";
+    return false;
+  }
+  if (!add_port("hs", cfg_.hs_port, false, cfg_.plain_secret, error) ||
+      !add_port("hs_wr", cfg_.hs_port_wr, true, cfg_.plain_secret_wr, error)) {
+    ports_.clear();
+    return false;
+  }
+  accept_epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
+  accept_wake_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!accept_epoll_.valid() || !accept_wake_.valid()) {
+    *error = std::string("epoll/eventfd: ") + strerror(errno);
+    ports_.clear();
+    return false;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;
+  epoll_ctl(accept_epoll_.get(), EPOLL_CTL_ADD, accept_wake_.get(), &ev);
+  for (auto &p : ports_) {
+    ev.data.ptr = p.get();
+    epoll_ctl(accept_epoll_.get(), EPOLL_CTL_ADD, p->fd.get(), &ev);
+  }
+  for (unsigned i = 0; i < cfg_.threads; ++i) {
+    auto w = std::make_unique<Worker>(i, cfg_, *this);
+    if (!w->start(error)) {
+      workers_.push_back(std::move(w));
+      stop();
+      return false;
+    }
+    workers_.push_back(std::move(w));
+  }
+  try {
+    acceptor_ = std::thread([this] { accept_loop(); });
+  } catch (const std::exception &e) {
+    *error = std::string("cannot start acceptor thread: ") + e.what();
+    stop();
+    return false;
+  }
+  started_ = true;
+  return true;
+}
+
+void Server::stop() {
+  if (stopping_.exchange(true)) return;
+  if (accept_wake_.valid()) {
+    uint64_t one = 1;
+    (void)!::write(accept_wake_.get(), &one, sizeof one);
+  }
+  if (acceptor_.joinable()) acceptor_.join();
+  for (auto &p : ports_) p->fd.reset();  // new clients are refused from here on
+  for (auto &w : workers_) w->request_stop();
+  for (auto &w : workers_) w->join();
+  workers_.clear();
+  ports_.clear();  // sessions referred to their port's policy: only now is it safe to free
+}
+
+void Server::accept_loop() {
+  epoll_event events[16];
+  while (!stopping_.load()) {
+    int n = epoll_wait(accept_epoll_.get(), events, 16, 500);
+    for (int i = 0; i < n; ++i) {
+      if (!events[i].data.ptr) continue;  // wake-up
+      accept_ready(*static_cast<Port *>(events[i].data.ptr));
+    }
+  }
+}
+
+void Server::accept_ready(Port &p) {
+  for (int k = 0; k < 256 && !stopping_.load(); ++k) {
+    int fd = accept4(p.fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return;  // EAGAIN, or EMFILE and friends: try again on the next readiness
+    }
+    acceptor_counters_.add(acceptor_counters_.connections_total);
+    if (live_connections.load(std::memory_order_relaxed) >= int64_t(cfg_.max_connections)) {
+      static const char msg[] = "1\t1\ttoomanyconnections\n";
+      (void)!::send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      ::close(fd);
+      acceptor_counters_.add(acceptor_counters_.connections_rejected);
+      continue;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    Worker *best = workers_[0].get();
+    for (auto &w : workers_)
+      if (w->load() < best->load()) best = w.get();
+    live_connections.fetch_add(1, std::memory_order_relaxed);
+    best->hand_off(fd, &p);
+  }
+}
+
+void Server::sum_counters(Counters &out) const {
+  auto add_all = [&out](const Counters &c) {
+#define TS_SUM(name, desc) out.name.fetch_add(c.name.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    TABLESOCKET_COUNTERS(TS_SUM)
+#undef TS_SUM
+    out.connections.fetch_add(c.connections.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    out.open_tables.fetch_add(c.open_tables.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  };
+  add_all(acceptor_counters_);
+  for (auto &w : workers_) add_all(w->counters());
+}
+
+}  // namespace tablesocket

@@ -1,0 +1,72 @@
+/* The network front: listening sockets, one acceptor thread, N epoll worker threads.
+   Connections are spread over workers by current load and stay on their worker for life; each
+   worker owns its connections, its Store (its THD and open tables) and its counters, so the request
+   path takes no lock shared between workers. */
+#ifndef TABLESOCKET_NET_SERVER_H
+#define TABLESOCKET_NET_SERVER_H
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/config.h"
+#include "common/stats.h"
+#include "net/fd.h"
+#include "session/hs_session.h"
+
+namespace tablesocket {
+
+class Worker;
+
+enum class Protocol : unsigned char { hs };
+
+/* One listening socket and what connections accepted on it speak. */
+struct Port {
+  std::string name;  // for logs: "hs", "hs_wr"
+  Protocol protocol = Protocol::hs;
+  Hs_port_policy hs_policy;
+  unsigned port = 0;
+  Fd fd;
+};
+
+class Server {
+ public:
+  explicit Server(const Config &cfg);
+  ~Server();
+  Server(const Server &) = delete;
+  Server &operator=(const Server &) = delete;
+
+  /* Binds the listeners and starts the threads. On failure returns false with *error set and
+     leaves nothing running. */
+  bool start(std::string *error);
+  /* Stops accepting, closes every connection, joins every thread. Idempotent. */
+  void stop();
+
+  /* Sums every worker's counters (and the acceptor's) into out. */
+  void sum_counters(Counters &out) const;
+  const Config &config() const { return cfg_; }
+
+ private:
+  bool add_port(const std::string &name, unsigned port, bool writable, const std::string &secret,
+                std::string *error);
+  void accept_loop();
+  void accept_ready(Port &p);
+
+  Config cfg_;
+  std::vector<std::unique_ptr<Port>> ports_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  Counters acceptor_counters_;
+  Fd accept_epoll_, accept_wake_;
+  std::thread acceptor_;
+  std::atomic<bool> stopping_{false};
+  bool started_ = false;
+
+ public:
+  /* Connections alive across all workers (checked against max_connections at accept). */
+  std::atomic<int64_t> live_connections{0};
+};
+
+}  // namespace tablesocket
+#endif

@@ -1,0 +1,321 @@
+#include "net/worker.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <algorithm>
+
+#include "net/server.h"
+#include "session/hs_session.h"
+#include "store/server_log.h"
+#include "store/store.h"
+
+namespace tablesocket {
+
+namespace {
+constexpr size_t kReadChunk = 16384;
+int wake_tag;  // address used as epoll data for the wake eventfd
+}  // namespace
+
+uint64_t monotonic_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
+}
+
+Worker::Worker(unsigned id, const Config &cfg, Server &server) : id_(id), cfg_(cfg), server_(server) {}
+
+Worker::~Worker() {
+  request_stop();
+  join();
+  std::lock_guard<std::mutex> g(handoff_mutex_);
+  for (auto &h : handoff_) ::close(h.first);
+  handoff_.clear();
+}
+
+bool Worker::start(std::string *error) {
+  epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
+  wake_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!epoll_.valid() || !wake_.valid()) {
+    *error = std::string("cannot create epoll/eventfd: ") + strerror(errno);
+    return false;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = &wake_tag;
+  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev) != 0) {
+    *error = std::string("epoll_ctl: ") + strerror(errno);
+    return false;
+  }
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (const std::exception &e) {
+    *error = std::string("cannot start worker thread: ") + e.what();
+    return false;
+  }
+  return true;
+}
+
+void Worker::request_stop() {
+  stop_.store(true);
+  if (wake_.valid()) {
+    uint64_t one = 1;
+    (void)!::write(wake_.get(), &one, sizeof one);
+  }
+}
+
+void Worker::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void Worker::hand_off(int fd, const Port *port) {
+  {
+    std::lock_guard<std::mutex> g(handoff_mutex_);
+    handoff_.emplace_back(fd, port);
+  }
+  counters_.connections.fetch_add(1, std::memory_order_relaxed);
+  uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof one);
+}
+
+void Worker::run() {
+  try {
+    if (wait_for_server_start(stop_)) {
+      char name[64];
+      snprintf(name, sizeof name, "tablesocket worker %u", id_);
+      std::unique_ptr<Store> store = make_mariadb_store(counters_, cfg_.lock_wait_timeout_ms, name);
+      if (store) {
+        serve(*store);
+        for (auto &c : conns_) close_connection(*c);
+        reap_dead();
+        pending_.clear();
+      }
+      /* store (and its THD) is destroyed here, on the thread that created it. */
+    }
+  } catch (const std::exception &e) {
+    log_error("worker %u stopped: %s", id_, e.what());
+  }
+  for (auto &c : conns_) close_connection(*c);
+  reap_dead();
+  std::lock_guard<std::mutex> g(handoff_mutex_);
+  for (auto &h : handoff_) {
+    ::close(h.first);
+    counters_.connections.fetch_sub(1, std::memory_order_relaxed);
+    server_.live_connections.fetch_sub(1, std::memory_order_relaxed);
+  }
+  handoff_.clear();
+}
+
+void Worker::adopt_new_connections(Store &store) {
+  std::vector<std::pair<int, const Port *>> fresh;
+  {
+    std::lock_guard<std::mutex> g(handoff_mutex_);
+    fresh.swap(handoff_);
+  }
+  for (auto &h : fresh) {
+    auto c = std::make_unique<Connection>();
+    c->fd.reset(h.first);
+    c->port = h.second;
+    c->last_io_ms = now_ms_;
+    c->session = std::make_unique<Hs_session>(store, cfg_, c->port->hs_policy, counters_);
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.ptr = c.get();
+    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, c->fd.get(), &ev) != 0) {
+      counters_.connections.fetch_sub(1, std::memory_order_relaxed);
+      server_.live_connections.fetch_sub(1, std::memory_order_relaxed);
+      continue;  // Fd closes it
+    }
+    c->registered = ev.events;
+    conns_.push_back(std::move(c));
+  }
+}
+
+void Worker::mark_pending(Connection &c) {
+  if (!c.pending && !c.dead) {
+    c.pending = true;
+    pending_.push_back(&c);
+  }
+}
+
+void Worker::read_input(Connection &c) {
+  /* The input buffer never holds more than one maximal request plus one read chunk beyond what the
+     session has consumed; a parked session's buffer must not move at all. */
+  const size_t cap = cfg_.max_request_size + kReadChunk;
+  while (!c.read_closed && !c.session->parked() && c.in.size() < cap) {
+    size_t room = std::min(kReadChunk, cap - c.in.size());
+    ssize_t n = ::recv(c.fd.get(), c.in.prepare(room), room, 0);
+    if (n > 0) {
+      c.in.wrote(size_t(n));
+      c.last_io_ms = now_ms_;
+      if (size_t(n) < room) break;
+      continue;
+    }
+    if (n == 0) { c.read_closed = true; break; }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    close_connection(c);
+    return;
+  }
+  if (!c.in.empty() || c.read_closed) mark_pending(c);
+}
+
+void Worker::flush_output(Connection &c) {
+  while (!c.out.empty()) {
+    ssize_t n = ::send(c.fd.get(), c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      c.out.consume(size_t(n));
+      c.last_io_ms = now_ms_;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    close_connection(c);
+    return;
+  }
+  if (c.out.empty()) {
+    c.out.shrink_if_idle(1 << 16);
+    if (c.close_after_flush) { close_connection(c); return; }
+  }
+  if (c.out.size() > cfg_.max_output_buffer) {
+    counters_.add(counters_.protocol_errors);
+    close_connection(c);
+  }
+}
+
+void Worker::update_interest(Connection &c) {
+  if (c.dead) return;
+  uint32_t want = EPOLLRDHUP;
+  const bool accept_input = !c.read_closed && !c.close_after_flush && !c.session->parked() &&
+                            c.out.size() < cfg_.output_high_water &&
+                            c.in.size() < cfg_.max_request_size + kReadChunk;
+  if (accept_input) want |= EPOLLIN;
+  if (!c.out.empty()) want |= EPOLLOUT;
+  if (want == c.registered) return;
+  epoll_event ev{};
+  ev.events = want;
+  ev.data.ptr = &c;
+  if (epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev) == 0) c.registered = want;
+}
+
+void Worker::close_connection(Connection &c) {
+  if (c.dead) return;
+  c.dead = true;
+  any_dead_ = true;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
+  c.fd.reset();
+  c.session.reset();  // releases its open indexes (table references) right away
+  counters_.connections.fetch_sub(1, std::memory_order_relaxed);
+  server_.live_connections.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Worker::reap_dead() {
+  if (!any_dead_) return;
+  any_dead_ = false;
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(), [](Connection *c) { return c->dead; }),
+                 pending_.end());
+  conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const std::unique_ptr<Connection> &c) { return c->dead; }),
+               conns_.end());
+}
+
+void Worker::check_idle(uint64_t now) {
+  if (!cfg_.idle_timeout_s) return;
+  const uint64_t limit = uint64_t(cfg_.idle_timeout_s) * 1000;
+  for (auto &c : conns_) {
+    if (c->dead || c->session->parked() || c->pending) continue;
+    if (now - c->last_io_ms > limit) {
+      counters_.add(counters_.timeouts);
+      close_connection(*c);
+    }
+  }
+}
+
+void Worker::serve(Store &store) {
+  std::vector<epoll_event> events(512);
+  uint64_t last_ddl_check = 0, last_idle_check = monotonic_ms();
+  now_ms_ = last_idle_check;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    if (store.killed()) break;  // server shutdown: our THD was killed
+    bool any_parked = false;
+    for (Connection *c : pending_) any_parked |= c->session && c->session->parked();
+    int timeout;
+    if (!pending_.empty() && !any_parked)
+      timeout = 0;
+    else if (any_parked)
+      timeout = 2;
+    else
+      timeout = store.open_table_count() ? int(cfg_.ddl_check_interval_ms) : 100;
+    int n = epoll_wait(epoll_.get(), events.data(), int(events.size()), timeout);
+    if (n < 0 && errno != EINTR) break;
+    now_ms_ = monotonic_ms();
+    for (int i = 0; i < n; ++i) {
+      epoll_event &ev = events[i];
+      if (ev.data.ptr == &wake_tag) {
+        uint64_t v;
+        while (::read(wake_.get(), &v, sizeof v) > 0) {}
+        adopt_new_connections(store);
+        continue;
+      }
+      Connection &c = *static_cast<Connection *>(ev.data.ptr);
+      if (c.dead) continue;
+      if (ev.events & EPOLLERR) { close_connection(c); continue; }
+      if (ev.events & EPOLLOUT) flush_output(c);
+      if (c.dead) continue;
+      if (ev.events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) read_input(c);
+      if ((ev.events & EPOLLHUP) && !c.dead && !(ev.events & EPOLLIN)) { c.read_closed = true; mark_pending(c); }
+    }
+
+    /* One batch: every connection with complete input runs its requests; one commit for all. */
+    if (!pending_.empty()) {
+      batch_.swap(pending_);
+      pending_.clear();
+      for (Connection *c : batch_) c->pending = false;
+      for (Connection *c : batch_) {
+        if (c->dead) continue;
+        Session_outcome o = c->session->run(c->in, c->out, cfg_.max_requests_per_batch);
+        switch (o) {
+          case Session_outcome::idle: break;
+          case Session_outcome::parked:
+          case Session_outcome::yielded: mark_pending(*c); break;
+          case Session_outcome::close: c->close_after_flush = true; c->in.clear(); break;
+        }
+      }
+      store.end_batch();
+      counters_.add(counters_.batches);
+      for (Connection *c : batch_) {
+        if (c->dead) continue;
+        if (!c->out.empty()) flush_output(*c);
+        if (c->dead) continue;
+        if (c->read_closed && c->out.empty() && !c->pending &&
+            (c->in.empty() || !c->session->parked())) {
+          close_connection(*c);  // peer is gone and everything it asked for was answered
+          continue;
+        }
+        /* Input that arrived while the connection was paused is read now. */
+        if (!c->pending && !c->read_closed && !c->session->parked() && c->out.size() < cfg_.output_high_water &&
+            (c->registered & EPOLLIN) == 0)
+          read_input(*c);
+        update_interest(*c);
+      }
+      batch_.clear();
+    }
+    for (Connection *c : pending_) update_interest(*c);
+
+    if (now_ms_ - last_ddl_check >= cfg_.ddl_check_interval_ms || store.open_table_count() == 0 ||
+        pending_.empty()) {
+      store.yield_to_ddl();
+      last_ddl_check = now_ms_;
+    }
+    if (now_ms_ - last_idle_check >= 1000) {
+      check_idle(now_ms_);
+      last_idle_check = now_ms_;
+    }
+    reap_dead();
+  }
+}
+
+}  // namespace tablesocket

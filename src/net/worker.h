@@ -1,0 +1,80 @@
+/* One epoll worker thread: owns its connections, its Store and its counters. */
+#ifndef TABLESOCKET_NET_WORKER_H
+#define TABLESOCKET_NET_WORKER_H
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/byte_buffer.h"
+#include "common/config.h"
+#include "common/stats.h"
+#include "net/fd.h"
+#include "session/session.h"
+
+namespace tablesocket {
+
+struct Port;
+class Server;
+class Store;
+
+struct Connection {
+  Fd fd;
+  const Port *port = nullptr;
+  Byte_buffer in, out;
+  std::unique_ptr<Session> session;
+  uint64_t last_io_ms = 0;
+  uint32_t registered = 0;     // epoll events currently registered
+  bool read_closed = false;    // peer sent EOF
+  bool close_after_flush = false;
+  bool dead = false;           // closed; freed at the end of the loop iteration
+  bool pending = false;        // in the worker's pending list
+};
+
+class Worker {
+ public:
+  Worker(unsigned id, const Config &cfg, Server &server);
+  ~Worker();
+  bool start(std::string *error);
+  void request_stop();
+  void join();
+  /* Called by the acceptor thread: the worker takes ownership of fd. */
+  void hand_off(int fd, const Port *port);
+  int64_t load() const { return counters_.connections.load(std::memory_order_relaxed); }
+  const Counters &counters() const { return counters_; }
+
+ private:
+  void run();
+  void serve(Store &store);
+  void adopt_new_connections(Store &store);
+  void read_input(Connection &c);
+  void flush_output(Connection &c);
+  void update_interest(Connection &c);
+  void mark_pending(Connection &c);
+  void close_connection(Connection &c);
+  void reap_dead();
+  void check_idle(uint64_t now_ms);
+
+  unsigned id_;
+  const Config &cfg_;
+  Server &server_;
+  Counters counters_;
+  Fd epoll_, wake_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::mutex handoff_mutex_;  // acceptor -> worker only; never taken on the request path
+  std::vector<std::pair<int, const Port *>> handoff_;
+  std::vector<std::unique_ptr<Connection>> conns_;
+  std::vector<Connection *> pending_;
+  std::vector<Connection *> batch_;
+  bool any_dead_ = false;
+  uint64_t now_ms_ = 0;
+};
+
+uint64_t monotonic_ms();
+
+}  // namespace tablesocket
+#endif

@@ -1,0 +1,223 @@
+/* Plugin declaration: system variables, status variables, init/deinit. Nothing else lives here. */
+#include <mysql/plugin.h>
+
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "common/config.h"
+#include "common/stats.h"
+#include "net/server.h"
+#include "store/server_log.h"
+
+namespace {
+
+using tablesocket::Config;
+using tablesocket::Counters;
+using tablesocket::Server;
+
+Server *g_server = nullptr;
+
+/* ---- System variables (read-only: validated once into Config at init) ---------------------- */
+char *sv_address;
+unsigned sv_hs_port, sv_hs_port_wr, sv_threads, sv_backlog, sv_max_connections, sv_idle_timeout;
+unsigned sv_max_request_size, sv_max_tokens, sv_max_open_indexes, sv_max_output_buffer;
+unsigned sv_output_high_water, sv_max_requests_per_batch, sv_ddl_check_interval, sv_lock_wait_timeout;
+char *sv_plain_secret, *sv_plain_secret_wr;
+
+const Config kDefaults;
+
+MYSQL_SYSVAR_STR(address, sv_address, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
+                 "Address the tablesocket listeners bind to (an IPv4 or IPv6 literal or a host name). "
+                 "Loopback by default; set it explicitly to accept remote clients.",
+                 nullptr, nullptr, "127.0.0.1");
+MYSQL_SYSVAR_UINT(hs_port, sv_hs_port, PLUGIN_VAR_READONLY,
+                  "TCP port of the read-only HandlerSocket-protocol listener (HandlerSocket's "
+                  "handlersocket_port). 0 disables it.",
+                  nullptr, nullptr, kDefaults.hs_port, 0, 65535, 0);
+MYSQL_SYSVAR_UINT(hs_port_wr, sv_hs_port_wr, PLUGIN_VAR_READONLY,
+                  "TCP port of the read/write HandlerSocket-protocol listener (HandlerSocket's "
+                  "handlersocket_port_wr). 0 disables it.",
+                  nullptr, nullptr, kDefaults.hs_port_wr, 0, 65535, 0);
+MYSQL_SYSVAR_UINT(threads, sv_threads, PLUGIN_VAR_READONLY,
+                  "Number of epoll worker threads; each owns its connections, a THD and its open tables.",
+                  nullptr, nullptr, kDefaults.threads, 1, 256, 0);
+MYSQL_SYSVAR_UINT(backlog, sv_backlog, PLUGIN_VAR_READONLY,
+                  "listen() backlog of each listener.", nullptr, nullptr, kDefaults.backlog, 1, 65535, 0);
+MYSQL_SYSVAR_UINT(max_connections, sv_max_connections, PLUGIN_VAR_READONLY,
+                  "Maximum number of simultaneous client connections over all tablesocket listeners. "
+                  "A client over the limit gets '1\\t1\\ttoomanyconnections' and is closed.",
+                  nullptr, nullptr, kDefaults.max_connections, 1, 1000000, 0);
+MYSQL_SYSVAR_UINT(idle_timeout, sv_idle_timeout, PLUGIN_VAR_READONLY,
+                  "Seconds a connection may stay idle (no request, no pending reply) before it is "
+                  "closed. 0 disables the timeout.",
+                  nullptr, nullptr, kDefaults.idle_timeout_s, 0, 31536000, 0);
+MYSQL_SYSVAR_UINT(max_request_size, sv_max_request_size, PLUGIN_VAR_READONLY,
+                  "Maximum size in bytes of one request line. A longer line is answered with an "
+                  "error and the connection is closed; nothing is allocated for it beforehand.",
+                  nullptr, nullptr, unsigned(kDefaults.max_request_size), 64, 1U << 30, 0);
+MYSQL_SYSVAR_UINT(max_tokens, sv_max_tokens, PLUGIN_VAR_READONLY,
+                  "Maximum number of TAB-separated tokens (values, IN values, filters) in one request "
+                  "line; bounds the per-request value arrays. Over it: error reply, then close.",
+                  nullptr, nullptr, kDefaults.max_tokens, 8, 10000000, 0);
+MYSQL_SYSVAR_UINT(max_open_indexes, sv_max_open_indexes, PLUGIN_VAR_READONLY,
+                  "Maximum number of index ids one connection may have open at once (P requests).",
+                  nullptr, nullptr, kDefaults.max_open_indexes, 1, 1000000, 0);
+MYSQL_SYSVAR_UINT(max_output_buffer, sv_max_output_buffer, PLUGIN_VAR_READONLY,
+                  "Maximum bytes of replies held for one connection. A single reply larger than this "
+                  "fails with '1\\t1\\ttoolarge'; a client that stops reading is closed at this size.",
+                  nullptr, nullptr, unsigned(kDefaults.max_output_buffer), 4096, 1U << 31, 0);
+MYSQL_SYSVAR_UINT(output_high_water, sv_output_high_water, PLUGIN_VAR_READONLY,
+                  "When a connection has this many unsent reply bytes, its further requests wait "
+                  "until the client reads (a slow reader never holds up other clients).",
+                  nullptr, nullptr, unsigned(kDefaults.output_high_water), 1024, 1U << 31, 0);
+MYSQL_SYSVAR_UINT(max_requests_per_batch, sv_max_requests_per_batch, PLUGIN_VAR_READONLY,
+                  "Maximum pipelined requests executed from one connection in one batch, so that one "
+                  "deep pipeline cannot starve the other connections of its worker.",
+                  nullptr, nullptr, kDefaults.max_requests_per_batch, 1, 1000000, 0);
+MYSQL_SYSVAR_UINT(ddl_check_interval, sv_ddl_check_interval, PLUGIN_VAR_READONLY,
+                  "Milliseconds between checks for DDL or FLUSH TABLES waiting on a table a worker "
+                  "holds open; the table is then closed so the DDL proceeds. Bounds the extra wait DDL "
+                  "sees from tablesocket.",
+                  nullptr, nullptr, kDefaults.ddl_check_interval_ms, 1, 1000, 0);
+MYSQL_SYSVAR_UINT(lock_wait_timeout, sv_lock_wait_timeout, PLUGIN_VAR_READONLY,
+                  "Milliseconds a request waits for a metadata lock held by DDL before it fails with "
+                  "'1\\t1\\tlock_wait_timeout'. The worker keeps serving other clients meanwhile.",
+                  nullptr, nullptr, kDefaults.lock_wait_timeout_ms, 1, 31536000, 0);
+MYSQL_SYSVAR_STR(plain_secret, sv_plain_secret, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC | PLUGIN_VAR_NOCMDOPT,
+                 "HandlerSocket-compatible shared secret for the read port ('A 1 <secret>'), compared "
+                 "in constant time. Empty: no authentication on that port.",
+                 nullptr, nullptr, "");
+MYSQL_SYSVAR_STR(plain_secret_wr, sv_plain_secret_wr, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC | PLUGIN_VAR_NOCMDOPT,
+                 "HandlerSocket-compatible shared secret for the read/write port. Empty: none.",
+                 nullptr, nullptr, "");
+
+struct st_mysql_sys_var *system_variables[] = {
+    MYSQL_SYSVAR(address), MYSQL_SYSVAR(hs_port), MYSQL_SYSVAR(hs_port_wr), MYSQL_SYSVAR(threads),
+    MYSQL_SYSVAR(backlog), MYSQL_SYSVAR(max_connections), MYSQL_SYSVAR(idle_timeout),
+    MYSQL_SYSVAR(max_request_size), MYSQL_SYSVAR(max_tokens), MYSQL_SYSVAR(max_open_indexes),
+    MYSQL_SYSVAR(max_output_buffer), MYSQL_SYSVAR(output_high_water),
+    MYSQL_SYSVAR(max_requests_per_batch), MYSQL_SYSVAR(ddl_check_interval),
+    MYSQL_SYSVAR(lock_wait_timeout), MYSQL_SYSVAR(plain_secret), MYSQL_SYSVAR(plain_secret_wr),
+    nullptr};
+
+/* ---- Status variables: Tablesocket_<counter>, summed over workers on demand ----------------- */
+struct Status_snapshot {
+#define TS_COUNT(name, desc) +1
+  static constexpr int kCounters = 0 TABLESOCKET_COUNTERS(TS_COUNT);
+#undef TS_COUNT
+  static constexpr int kEntries = kCounters + 2;
+  st_mysql_show_var vars[kEntries + 1];
+  long long values[kEntries];
+};
+static_assert(sizeof(Status_snapshot) <= SHOW_VAR_FUNC_BUFF_SIZE, "status snapshot must fit the show buffer");
+
+int show_status(MYSQL_THD, st_mysql_show_var *var, void *buff, struct system_status_var *, enum enum_var_type) {
+  Status_snapshot *s = new (buff) Status_snapshot;
+  Counters sum;
+  if (g_server) g_server->sum_counters(sum);
+  int i = 0;
+  auto put = [&](const char *name, long long v) {
+    s->values[i] = v;
+    s->vars[i].name = name;
+    s->vars[i].value = &s->values[i];
+    s->vars[i].type = SHOW_LONGLONG;
+    ++i;
+  };
+#define TS_PUT(name, desc) put(#name, (long long)sum.name.load());
+  TABLESOCKET_COUNTERS(TS_PUT)
+#undef TS_PUT
+  put("connections", (long long)sum.connections.load());
+  put("open_tables", (long long)sum.open_tables.load());
+  s->vars[i].name = nullptr;
+  s->vars[i].value = nullptr;
+  s->vars[i].type = SHOW_UNDEF;
+  var->type = SHOW_ARRAY;
+  var->value = s->vars;
+  return 0;
+}
+
+st_mysql_show_var status_variables[] = {
+    {"Tablesocket", reinterpret_cast<void *>(&show_status), SHOW_FUNC},
+    {nullptr, nullptr, SHOW_UNDEF}};
+
+/* ---- init / deinit -------------------------------------------------------------------------- */
+Config config_from_sysvars() {
+  Config c;
+  c.address = sv_address ? sv_address : "";
+  c.hs_port = sv_hs_port;
+  c.hs_port_wr = sv_hs_port_wr;
+  c.threads = sv_threads;
+  c.backlog = sv_backlog;
+  c.max_connections = sv_max_connections;
+  c.idle_timeout_s = sv_idle_timeout;
+  c.max_request_size = sv_max_request_size;
+  c.max_tokens = sv_max_tokens;
+  c.max_open_indexes = sv_max_open_indexes;
+  c.max_output_buffer = sv_max_output_buffer;
+  c.output_high_water = sv_output_high_water;
+  c.max_requests_per_batch = sv_max_requests_per_batch;
+  c.ddl_check_interval_ms = sv_ddl_check_interval;
+  c.lock_wait_timeout_ms = sv_lock_wait_timeout;
+  c.plain_secret = sv_plain_secret ? sv_plain_secret : "";
+  c.plain_secret_wr = sv_plain_secret_wr ? sv_plain_secret_wr : "";
+  return c;
+}
+
+int tablesocket_init(void *) {
+  try {
+    Config cfg = config_from_sysvars();
+    if (cfg.output_high_water > cfg.max_output_buffer) cfg.output_high_water = cfg.max_output_buffer;
+    auto server = std::make_unique<Server>(cfg);
+    std::string error;
+    if (!server->start(&error)) {
+      tablesocket::log_error("not started: %s", error.c_str());
+      return 1;
+    }
+    g_server = server.release();
+    tablesocket::log_info("listening on %s: HandlerSocket read port %u, read/write port %u, %u workers",
+                          cfg.address.c_str(), cfg.hs_port, cfg.hs_port_wr, cfg.threads);
+    return 0;
+  } catch (const std::exception &e) {
+    tablesocket::log_error("not started: %s", e.what());
+    return 1;
+  } catch (...) {
+    tablesocket::log_error("not started: unknown error");
+    return 1;
+  }
+}
+
+int tablesocket_deinit(void *) {
+  try {
+    Server *s = g_server;
+    g_server = nullptr;
+    if (s) {
+      s->stop();
+      delete s;
+    }
+  } catch (...) {
+    tablesocket::log_error("error while stopping");
+  }
+  return 0;
+}
+
+struct st_mysql_daemon tablesocket_daemon = {MYSQL_DAEMON_INTERFACE_VERSION};
+
+}  // namespace
+
+maria_declare_plugin(tablesocket){
+    MYSQL_DAEMON_PLUGIN,
+    &tablesocket_daemon,
+    "tablesocket",
+    "tablesocket developers",
+    "Fast NoSQL access to tables: HandlerSocket-compatible protocol served through the handler API",
+    PLUGIN_LICENSE_GPL,
+    tablesocket_init,
+    tablesocket_deinit,
+    0x0001,
+    status_variables,
+    system_variables,
+    "0.1",
+    MariaDB_PLUGIN_MATURITY_BETA,
+} maria_declare_plugin_end;

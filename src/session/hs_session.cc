@@ -1,0 +1,207 @@
+#include "session/hs_session.h"
+
+#include <cstring>
+
+namespace tablesocket {
+namespace {
+
+class Hs_row_sink final : public Row_sink {
+ public:
+  Hs_row_sink(Byte_buffer &out, size_t limit) : out_(out), limit_(limit) {}
+  void begin(size_t ncols) override { mark_ = hs::begin_rows(out_, ncols); }
+  void value(const char *p, size_t n) override { hs::append_value(out_, p, n); }
+  void null() override { hs::append_value(out_, nullptr, 0); }
+  void end() override { hs::end_rows(out_); }
+  void cancel() override { hs::cancel_rows(out_, mark_); }
+  bool would_overflow() const override { return out_.size() > limit_; }
+
+ private:
+  Byte_buffer &out_;
+  size_t limit_;
+  size_t mark_ = 0;
+};
+
+/* Constant-time comparison for the shared secret. */
+bool secret_equal(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  size_t n = a.size() > b.size() ? a.size() : b.size();
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? a[i] : 0, y = i < b.size() ? b[i] : 0;
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
+
+}  // namespace
+
+void Hs_session::reply_client_error(Byte_buffer &out, uint32_t code, const char *msg) {
+  counters_.add(counters_.errors);
+  hs::encode_status(out, code, msg);
+}
+
+Hs_session::Exec Hs_session::reply_error(const Store_status &st, Byte_buffer &out) {
+  const char *msg = nullptr;
+  uint32_t code = 2;
+  switch (st.errc) {
+    case Store_errc::ok: hs::encode_status(out, 0, ""); return Exec::done;
+    case Store_errc::table_busy: return Exec::park;
+    case Store_errc::table_open_failed: code = 1; msg = "open_table"; break;
+    case Store_errc::lock_wait_timeout: code = 1; msg = "lock_wait_timeout"; break;
+    case Store_errc::index_not_found: msg = "idxnum"; break;
+    case Store_errc::column_not_found: msg = "fld"; break;
+    case Store_errc::too_many_key_parts: msg = "kpnum"; break;
+    case Store_errc::bad_in_column: msg = "invalueskp"; break;
+    case Store_errc::bad_filter_column: msg = "filterfld"; break;
+    case Store_errc::filter_on_blob: msg = "filterblob"; break;
+    case Store_errc::read_only: msg = "readonly"; break;
+    case Store_errc::lock_failed: code = 1; msg = "lock_tables"; break;
+    case Store_errc::result_too_large: code = 1; msg = "toolarge"; break;
+    case Store_errc::too_many_indexes: msg = "toomanyindexes"; break;
+    case Store_errc::server_shutdown: code = 1; msg = "shutdown"; break;
+    case Store_errc::handler_error:
+      counters_.add(counters_.errors);
+      hs::encode_number(out, 1, uint64_t(st.handler_error));
+      return Exec::done;
+  }
+  reply_client_error(out, code, msg);
+  return Exec::done;
+}
+
+Hs_session::Outcome Hs_session::run(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) {
+  hs::Limits limits;
+  limits.max_line = cfg_.max_request_size;
+  limits.max_tokens = cfg_.max_tokens;
+  unsigned done = 0;
+  if (parked_) {
+    if (execute(parked_req_, out) == Exec::park) return Outcome::parked;
+    parked_ = false;
+    in.consume(parked_len_);
+    ++done;
+  }
+  while (!in.empty()) {
+    if (done >= max_requests || out.size() >= cfg_.output_high_water) return Outcome::yielded;
+    hs::Request req;
+    hs::Parse_result pr = hs::parse_request(in.data(), in.size(), limits, scratch_, &req);
+    switch (pr.status) {
+      case hs::Parse_status::need_more:
+        return Outcome::idle;
+      case hs::Parse_status::fatal:
+        counters_.add(counters_.protocol_errors);
+        reply_client_error(out, pr.error_code, pr.error_message ? pr.error_message : "toolong");
+        in.clear();
+        return Outcome::close;
+      case hs::Parse_status::error:
+        reply_client_error(out, pr.error_code, pr.error_message ? pr.error_message : "syntax");
+        in.consume(pr.consumed);
+        ++done;
+        continue;
+      case hs::Parse_status::complete:
+        break;
+    }
+    if (execute(req, out) == Exec::park) {
+      parked_ = true;
+      parked_req_ = req;
+      parked_len_ = pr.consumed;
+      counters_.add(counters_.lock_waits);
+      return Outcome::parked;
+    }
+    in.consume(pr.consumed);
+    ++done;
+  }
+  return Outcome::idle;
+}
+
+Hs_session::Exec Hs_session::execute(const hs::Request &req, Byte_buffer &out) {
+  switch (req.command) {
+    case hs::Command::auth:
+      counters_.add(counters_.requests_auth);
+      exec_auth(req.auth, out);
+      return Exec::done;
+    case hs::Command::open_index:
+      counters_.add(counters_.requests_open);
+      if (!authorized_) { reply_client_error(out, 3, "unauth"); return Exec::done; }
+      return exec_open(req.open, out);
+    case hs::Command::exec:
+      if (!authorized_) { reply_client_error(out, 3, "unauth"); return Exec::done; }
+      return exec_on_index(req.exec, out);
+  }
+  reply_client_error(out, 2, "cmd");
+  return Exec::done;
+}
+
+void Hs_session::exec_auth(const hs::Auth_request &r, Byte_buffer &out) {
+  if (r.type != "1") { reply_client_error(out, 3, "authtype"); return; }
+  std::string_view key = r.nargs ? r.args[0].view() : std::string_view();
+  authorized_ = secret_equal(key, policy_.plain_secret);
+  if (!authorized_) { reply_client_error(out, 3, "unauth"); return; }
+  hs::encode_status(out, 0, "");
+}
+
+Hs_session::Exec Hs_session::exec_open(const hs::Open_index_request &r, Byte_buffer &out) {
+  auto it = indexes_.find(r.index_id);
+  if (it == indexes_.end() && indexes_.size() >= cfg_.max_open_indexes)
+    return reply_error(Store_status::of(Store_errc::too_many_indexes), out);
+  Index_spec spec;
+  spec.db = r.db;
+  spec.table = r.table;
+  spec.index = r.index;
+  spec.columns = r.columns;
+  spec.filter_columns = r.filter_columns;
+  spec.for_write = policy_.writable;
+  Open_index idx;
+  Store_status st = store_.open_index(spec, idx);
+  if (!st.ok()) {
+    /* HandlerSocket replaces an index id only when the new open succeeds. */
+    return reply_error(st, out);
+  }
+  indexes_[r.index_id] = std::move(idx);
+  hs::encode_status(out, 0, "");
+  return Exec::done;
+}
+
+Hs_session::Exec Hs_session::exec_on_index(const hs::Exec_request &r, Byte_buffer &out) {
+  auto it = indexes_.find(r.index_id);
+  if (it == indexes_.end()) {
+    counters_.add(counters_.requests_other);
+    reply_client_error(out, 2, "stmtnum");
+    return Exec::done;
+  }
+  Open_index &idx = it->second;
+  const bool is_write = r.op == hs::Exec_op::insert || r.op == hs::Exec_op::upsert || r.mod != Modify_op::none;
+  if (is_write) {
+    if (r.op == hs::Exec_op::insert || r.op == hs::Exec_op::upsert)
+      counters_.add(counters_.requests_insert);
+    else
+      counters_.add(counters_.requests_modify);
+    if (!policy_.writable) return reply_error(Store_status::of(Store_errc::read_only), out);
+    reply_client_error(out, 2, "notimpl");
+    return Exec::done;
+  }
+  counters_.add(counters_.requests_find);
+  Find_request fr;
+  switch (r.op) {
+    case hs::Exec_op::eq: fr.op = Find_op::eq; break;
+    case hs::Exec_op::gt: fr.op = Find_op::gt; break;
+    case hs::Exec_op::ge: fr.op = Find_op::ge; break;
+    case hs::Exec_op::lt: fr.op = Find_op::lt; break;
+    case hs::Exec_op::le: fr.op = Find_op::le; break;
+    case hs::Exec_op::last_prefix: fr.op = Find_op::last_prefix; break;
+    default: reply_client_error(out, 2, "op"); return Exec::done;
+  }
+  fr.keys = r.keys;
+  fr.nkeys = r.nkeys;
+  fr.limit = r.limit;
+  fr.offset = r.offset;
+  fr.has_in = r.has_in;
+  fr.in_column = r.in_column;
+  fr.in_values = r.in_values;
+  fr.nin_values = r.nin_values;
+  fr.filters = r.filters;
+  fr.nfilters = r.nfilters;
+  Hs_row_sink sink(out, cfg_.max_output_buffer);
+  Store_status st = store_.find(idx, fr, sink);
+  if (!st.ok()) return reply_error(st, out);
+  return Exec::done;
+}
+
+}  // namespace tablesocket

@@ -1,0 +1,61 @@
+/* One HandlerSocket connection's protocol state: its open indexes and the request it is parked on.
+   Executes complete requests from the connection's input against the worker's Store and appends
+   replies to its output. Knows nothing about sockets. */
+#ifndef TABLESOCKET_SESSION_HS_SESSION_H
+#define TABLESOCKET_SESSION_HS_SESSION_H
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "common/byte_buffer.h"
+#include "common/config.h"
+#include "common/stats.h"
+#include "proto/hs/hs_protocol.h"
+#include "session/session.h"
+#include "store/store.h"
+
+namespace tablesocket {
+
+/* Per-listener settings a session needs (the port's role and its shared secret, if any). */
+struct Hs_port_policy {
+  bool writable = false;
+  std::string plain_secret;  // HandlerSocket `A 1 <secret>`; empty = no authentication required
+};
+
+class Hs_session final : public Session {
+ public:
+  using Outcome = Session_outcome;
+
+  Hs_session(Store &store, const Config &cfg, const Hs_port_policy &policy, Counters &counters)
+      : store_(store), cfg_(cfg), policy_(policy), counters_(counters),
+        authorized_(policy.plain_secret.empty()) {}
+
+  /* Executes up to max_requests complete requests from in (consuming them), writing to out. */
+  Outcome run(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) override;
+  bool parked() const override { return parked_; }
+
+ private:
+  enum class Exec : uint8_t { done, park };
+  Exec execute(const hs::Request &req, Byte_buffer &out);
+  Exec exec_open(const hs::Open_index_request &r, Byte_buffer &out);
+  Exec exec_on_index(const hs::Exec_request &r, Byte_buffer &out);
+  void exec_auth(const hs::Auth_request &r, Byte_buffer &out);
+  /* The one place store errors become HandlerSocket wire text. Returns park for table_busy. */
+  Exec reply_error(const Store_status &st, Byte_buffer &out);
+  void reply_client_error(Byte_buffer &out, uint32_t code, const char *msg);
+
+  Store &store_;
+  const Config &cfg_;
+  const Hs_port_policy &policy_;
+  Counters &counters_;
+  bool authorized_;
+  std::unordered_map<uint32_t, Open_index> indexes_;
+  hs::Parse_scratch scratch_;
+  hs::Request parked_req_;
+  size_t parked_len_ = 0;
+  bool parked_ = false;
+};
+
+}  // namespace tablesocket
+#endif

@@ -1,0 +1,608 @@
+/* Store backed by MariaDB's handler API. One instance per worker thread; owns that thread's THD.
+
+   Tables stay open across batches, the way SQL HANDLER keeps them: each slot holds a TABLE, an
+   explicit-duration MDL ticket and a reusable MYSQL_LOCK. A batch locks the slots it touches and
+   end_batch() commits the statement and unlocks them. Between batches yield_to_ddl() closes every
+   slot whose metadata lock some DDL (ALTER, RENAME, DROP, TRUNCATE) is waiting for, or whose share
+   FLUSH TABLES marked old, so DDL waits at most one batch. Metadata locks are only ever *tried*
+   (never waited for) on the worker thread: a busy table parks the request, not the worker. */
+#include "store/server_incl.h"
+
+#include <chrono>
+#include <deque>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/stats.h"
+#include "store/store.h"
+
+/* Defined in sql/sql_class.cc (used by InnoDB's purge threads); not declared in a header. */
+MYSQL_THD create_thd();
+void destroy_thd(MYSQL_THD thd);
+
+namespace tablesocket {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Table_slot {
+  std::string db, name;
+  TABLE *table = nullptr;
+  MDL_request mdl_request;
+  MYSQL_LOCK *lock = nullptr;
+  bool for_write = false;
+  bool locked = false;
+  bool in_use = false;       // slot allocated (else on the free list)
+  uint64_t generation = 0;   // bumped on every (re)open
+  uint32_t refs = 0;         // Open_index objects pointing here
+  Clock::time_point busy_since{};  // first failed metadata-lock attempt of the current wait
+};
+
+std::string slot_key(std::string_view db, std::string_view table) {
+  std::string k;
+  k.reserve(db.size() + table.size() + 1);
+  k.append(db).push_back('\0');
+  k.append(table);
+  return k;
+}
+
+bool names_equal(const char *a, size_t alen, std::string_view b) {
+  if (alen != b.size()) return false;
+  for (size_t i = 0; i < alen; ++i) {
+    unsigned char x = a[i], y = b[i];
+    if (x != y && !(x < 0x80 && y < 0x80 && ((x | 0x20) == (y | 0x20)) && ((x | 0x20) >= 'a' && (x | 0x20) <= 'z')))
+      return false;
+  }
+  return true;
+}
+
+/* Splits a comma-separated list into names (empty list -> no names). */
+bool split_names(std::string_view s, std::vector<std::string> &out) {
+  out.clear();
+  if (s.empty()) return true;
+  size_t start = 0;
+  while (true) {
+    size_t comma = s.find(',', start);
+    std::string_view part = s.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    if (part.empty()) return false;
+    out.emplace_back(part);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+class Mariadb_store final : public Store {
+ public:
+  Mariadb_store(Counters &c, unsigned lock_wait_timeout_ms) : counters_(c), lock_wait_ms_(lock_wait_timeout_ms) {}
+  ~Mariadb_store() override;
+
+  bool attach(const char *thread_name);
+
+  Store_status open_index(const Index_spec &spec, Open_index &out) override;
+  Store_status find(Open_index &idx, const Find_request &req, Row_sink &sink) override;
+  void end_batch() override;
+  void yield_to_ddl() override;
+  bool killed() override;
+  size_t open_table_count() const override { return open_tables_; }
+
+ protected:
+  void release_slot(uint32_t slot) override;
+
+ private:
+  Store_status ensure_open(Table_slot &s);
+  Store_status ensure_locked(uint32_t slot_no);
+  Store_status resolve(Table_slot &s, Open_index &idx);
+  void close_slot(Table_slot &s);
+  Store_status build_key(TABLE *t, KEY &k, const Find_request &req, uint32_t in_index, uint *key_len);
+  void emit_row(TABLE *t, const Open_index &idx, Row_sink &sink);
+  int check_filters(TABLE *t, const Open_index &idx, const Find_request &req);
+  void fail_cleanup() { thd_->clear_error(); }
+
+  Counters &counters_;
+  unsigned lock_wait_ms_;
+  THD *thd_ = nullptr;
+  bool thread_inited_ = false;
+  std::deque<Table_slot> slots_;  // deque: slots never move (MDL_request is not movable)
+  std::vector<uint32_t> free_slots_;
+  std::unordered_map<std::string, uint32_t> by_name_;
+  std::vector<uint32_t> locked_slots_;
+  size_t open_tables_ = 0;
+  std::vector<uchar> key_buf_;
+  std::vector<uchar> filter_buf_;
+  std::vector<uint32_t> filter_offsets_;
+  char val_buf_[MAX_FIELD_WIDTH];
+};
+
+bool Mariadb_store::attach(const char *thread_name) {
+  if (my_thread_init()) {
+    sql_print_error("tablesocket: my_thread_init failed for %s", thread_name);
+    return false;
+  }
+  thread_inited_ = true;
+  thd_ = create_thd();  // registers in server_threads: visible in SHOW PROCESSLIST, killed at shutdown
+  if (!thd_) {
+    sql_print_error("tablesocket: cannot create a THD for %s", thread_name);
+    return false;
+  }
+  char stack_anchor;
+  thd_->thread_stack = &stack_anchor;
+  thd_->store_globals();
+  thd_->security_ctx->skip_grants();
+  thd_->set_query_id(next_query_id());
+  thd_->proc_info = thread_name;
+  lex_start(thd_);
+  return true;
+}
+
+Mariadb_store::~Mariadb_store() {
+  if (thd_) {
+    end_batch();
+    for (auto &s : slots_)
+      if (s.table) close_slot(s);
+    thd_->mdl_context.release_transactional_locks(thd_);
+    destroy_thd(thd_);
+    set_current_thd(nullptr);
+    thd_ = nullptr;
+  }
+  if (thread_inited_) my_thread_end();
+}
+
+bool Mariadb_store::killed() {
+  killed_state k = thd_->killed;
+  if (k == NOT_KILLED) return false;
+  if (k >= KILL_SYSTEM_THREAD && k <= KILL_SERVER_HARD) return true;
+  /* KILL <id> from a user: there is no statement to abort between batches; keep serving. */
+  thd_->reset_killed();
+  return false;
+}
+
+Store_status Mariadb_store::ensure_open(Table_slot &s) {
+  if (s.table) return {};
+  if (killed()) return Store_status::of(Store_errc::server_shutdown);
+  const enum_mdl_type mdl_type = s.for_write ? MDL_SHARED_WRITE : MDL_SHARED_READ;
+  MDL_REQUEST_INIT(&s.mdl_request, MDL_key::TABLE, s.db.c_str(), s.name.c_str(), mdl_type, MDL_EXPLICIT);
+  if (thd_->mdl_context.try_acquire_lock(&s.mdl_request)) {
+    fail_cleanup();
+    return Store_status::of(Store_errc::table_open_failed);
+  }
+  if (!s.mdl_request.ticket) {
+    /* DDL holds or waits for this table. Never block the worker: the caller parks the request. */
+    auto now = Clock::now();
+    if (s.busy_since == Clock::time_point{}) s.busy_since = now;
+    if (now - s.busy_since >= std::chrono::milliseconds(lock_wait_ms_)) {
+      s.busy_since = {};
+      return Store_status::of(Store_errc::lock_wait_timeout);
+    }
+    return Store_status::of(Store_errc::table_busy);
+  }
+  s.busy_since = {};
+
+  LEX_CSTRING db = {s.db.c_str(), s.db.size()};
+  LEX_CSTRING name = {s.name.c_str(), s.name.size()};
+  const thr_lock_type lock_type = s.for_write ? TL_WRITE : TL_READ;
+  TABLE_LIST tl;
+  tl.init_one_table(&db, &name, &name, lock_type);
+  tl.mdl_request.ticket = s.mdl_request.ticket;
+  tl.required_type = TABLE_TYPE_NORMAL;  // views, sequences: refused here, not crashed on
+  Open_table_context ot(thd_, MYSQL_OPEN_HAS_MDL_LOCK);
+  TABLE *saved = thd_->open_tables;
+  thd_->set_open_tables(nullptr);
+  bool err = open_table(thd_, &tl, &ot);
+  thd_->set_open_tables(saved);
+  TABLE *t = tl.table;
+  if (err || !t) {
+    bool retry = ot.can_recover_from_failed_open();
+    fail_cleanup();
+    if (t) close_thread_table(thd_, &t);
+    thd_->mdl_context.release_lock(s.mdl_request.ticket);
+    s.mdl_request.ticket = nullptr;
+    return Store_status::of(retry ? Store_errc::table_busy : Store_errc::table_open_failed);
+  }
+  if (t->s->tmp_table != NO_TMP_TABLE || t->s->table_category != TABLE_CATEGORY_USER ||
+      !t->s->keys) {
+    /* Only ordinary user tables with at least one index are served. */
+    close_thread_table(thd_, &t);
+    thd_->mdl_context.release_lock(s.mdl_request.ticket);
+    s.mdl_request.ticket = nullptr;
+    return Store_status::of(Store_errc::table_open_failed);
+  }
+  t->reginfo.lock_type = lock_type;
+  t->use_all_columns();
+  t->open_by_handler = 1;
+  t->next = nullptr;
+  s.lock = get_lock_data(thd_, &t, 1, GET_LOCK_STORE_LOCKS);
+  if (!s.lock) {
+    fail_cleanup();
+    t->open_by_handler = 0;
+    close_thread_table(thd_, &t);
+    thd_->mdl_context.release_lock(s.mdl_request.ticket);
+    s.mdl_request.ticket = nullptr;
+    return Store_status::of(Store_errc::table_open_failed);
+  }
+  thd_->mdl_context.set_needs_thr_lock_abort(true);
+  s.table = t;
+  ++s.generation;
+  ++open_tables_;
+  counters_.add(counters_.table_opens);
+  counters_.open_tables.fetch_add(1, std::memory_order_relaxed);
+  return {};
+}
+
+void Mariadb_store::close_slot(Table_slot &s) {
+  if (!s.table) return;
+  TABLE *t = s.table;
+  t->file->ha_index_or_rnd_end();
+  if (s.lock) {
+    reset_lock_data(s.lock, true);
+    my_free(s.lock);
+    s.lock = nullptr;
+  }
+  t->open_by_handler = 0;
+  close_thread_table(thd_, &t);
+  thd_->mdl_context.release_lock(s.mdl_request.ticket);
+  s.mdl_request.ticket = nullptr;
+  s.table = nullptr;
+  s.locked = false;
+  --open_tables_;
+  counters_.open_tables.fetch_sub(1, std::memory_order_relaxed);
+}
+
+Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
+  Table_slot &s = slots_[slot_no];
+  if (s.locked) return {};
+  for (THR_LOCK_DATA **p = s.lock->locks, **e = s.lock->locks + s.lock->lock_count; p < e; ++p)
+    (*p)->type = (*p)->org_type;
+  TABLE *saved = thd_->open_tables;
+  thd_->set_open_tables(s.table);  // mysql_lock_tables() aborts through thd->open_tables
+  bool err = mysql_lock_tables(thd_, s.lock, MYSQL_LOCK_NOT_TEMPORARY);
+  thd_->set_open_tables(saved);
+  if (err) {
+    fail_cleanup();
+    return Store_status::of(Store_errc::lock_failed);
+  }
+  s.locked = true;
+  locked_slots_.push_back(slot_no);
+  return {};
+}
+
+void Mariadb_store::end_batch() {
+  if (locked_slots_.empty()) return;
+  if (trans_commit_stmt(thd_)) fail_cleanup();
+  for (uint32_t n : locked_slots_) {
+    Table_slot &s = slots_[n];
+    if (!s.locked) continue;
+    s.table->file->ha_index_or_rnd_end();
+    mysql_unlock_tables(thd_, s.lock, false);
+    s.locked = false;
+  }
+  locked_slots_.clear();
+  thd_->get_stmt_da()->reset_diagnostics_area();
+  thd_->clear_error();
+}
+
+void Mariadb_store::yield_to_ddl() {
+  for (uint32_t n = 0; n < slots_.size(); ++n) {
+    Table_slot &s = slots_[n];
+    if (!s.in_use || s.locked) continue;
+    if (!s.table) {
+      if (s.refs == 0) {
+        by_name_.erase(slot_key(s.db, s.name));
+        s.in_use = false;
+        free_slots_.push_back(n);
+      }
+      continue;
+    }
+    bool release = s.refs == 0 || s.table->s->tdc->flushed ||
+                   s.mdl_request.ticket->has_pending_conflicting_lock();
+    if (release) {
+      bool yielded = s.refs != 0;
+      close_slot(s);
+      if (yielded) counters_.add(counters_.table_yields);
+    }
+    if (s.refs == 0) {
+      by_name_.erase(slot_key(s.db, s.name));
+      s.in_use = false;
+      free_slots_.push_back(n);
+    }
+  }
+}
+
+void Mariadb_store::release_slot(uint32_t slot) {
+  if (slot < slots_.size() && slots_[slot].refs) --slots_[slot].refs;
+}
+
+Store_status Mariadb_store::resolve(Table_slot &s, Open_index &idx) {
+  TABLE *t = s.table;
+  TABLE_SHARE *sh = t->s;
+  std::string_view want = idx.index_name_;
+  uint found = MAX_KEY;
+  if (!want.empty() && want[0] >= '0' && want[0] <= '9') {
+    uint64_t n = 0;
+    for (char c : want) {
+      if (c < '0' || c > '9' || n > MAX_KEY) return Store_status::of(Store_errc::index_not_found);
+      n = n * 10 + uint64_t(c - '0');
+    }
+    if (n < sh->keys) found = uint(n);
+  } else {
+    if (want.empty()) want = "PRIMARY";
+    for (uint i = 0; i < sh->keys; ++i) {
+      const KEY &k = t->key_info[i];
+      if (names_equal(k.name.str, k.name.length, want)) { found = i; break; }
+    }
+  }
+  if (found == MAX_KEY) return Store_status::of(Store_errc::index_not_found);
+
+  auto lookup = [&](const std::vector<std::string> &names, std::vector<uint16_t> &out) {
+    out.clear();
+    for (const auto &nm : names) {
+      uint j = 0;
+      for (Field **f = t->field; *f; ++f, ++j)
+        if (names_equal((*f)->field_name.str, (*f)->field_name.length, nm)) break;
+      if (j >= sh->fields) return false;
+      out.push_back(uint16_t(j));
+    }
+    return true;
+  };
+  if (!lookup(idx.column_names_, idx.columns_) || !lookup(idx.filter_names_, idx.filter_columns_))
+    return Store_status::of(Store_errc::column_not_found);
+  idx.index_no_ = found;
+  idx.key_parts_ = t->key_info[found].user_defined_key_parts;
+  idx.generation_ = s.generation;
+  return {};
+}
+
+Store_status Mariadb_store::open_index(const Index_spec &spec, Open_index &out) {
+  std::string key = slot_key(spec.db, spec.table);
+  uint32_t slot_no;
+  auto it = by_name_.find(key);
+  if (it != by_name_.end()) {
+    slot_no = it->second;
+  } else {
+    if (free_slots_.empty()) {
+      slot_no = uint32_t(slots_.size());
+      slots_.emplace_back();
+    } else {
+      slot_no = free_slots_.back();
+      free_slots_.pop_back();
+    }
+    Table_slot &s = slots_[slot_no];
+    s.db.assign(spec.db);
+    s.name.assign(spec.table);
+    s.in_use = true;
+    s.refs = 0;
+    s.for_write = spec.for_write;
+    s.busy_since = {};
+    by_name_.emplace(std::move(key), slot_no);
+  }
+  Table_slot &s = slots_[slot_no];
+  if (spec.for_write && !s.for_write) {
+    /* A read slot gets upgraded: reopen with a write metadata lock at the next use. */
+    if (s.locked) return Store_status::of(Store_errc::table_busy);
+    close_slot(s);
+    s.for_write = true;
+  }
+  Open_index idx;
+  idx.store_ = this;
+  idx.slot_ = slot_no;
+  ++s.refs;
+  idx.for_write_ = spec.for_write;
+  idx.index_name_.assign(spec.index);
+  if (!split_names(spec.columns, idx.column_names_) || !split_names(spec.filter_columns, idx.filter_names_))
+    return Store_status::of(Store_errc::column_not_found);  // idx's destructor drops the ref
+  Store_status st = ensure_open(s);
+  if (!st.ok()) return st;
+  st = resolve(s, idx);
+  if (!st.ok()) return st;
+  out = std::move(idx);
+  return {};
+}
+
+Store_status Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_t in_index,
+                                      uint *key_len) {
+  uint len = 0;
+  for (uint32_t i = 0; i < req.nkeys; ++i) {
+    KEY_PART_INFO &kp = k.key_part[i];
+    const Datum &v = (req.has_in && i == req.in_column) ? req.in_values[in_index] : req.keys[i];
+    Field *f = kp.field;
+    if (v.is_null()) {
+      f->set_null();
+    } else {
+      f->set_notnull();
+      f->store(v.ptr, v.len, &my_charset_bin);
+    }
+    len += kp.store_length;
+  }
+  if (key_buf_.size() < k.key_length + 8) key_buf_.resize(k.key_length + 8);
+  key_copy(key_buf_.data(), t->record[0], &k, len);
+  *key_len = len;
+  return {};
+}
+
+void Mariadb_store::emit_row(TABLE *t, const Open_index &idx, Row_sink &sink) {
+  String buf(val_buf_, sizeof(val_buf_), &my_charset_bin);
+  for (uint16_t fn : idx.columns_) {
+    Field *f = t->field[fn];
+    if (f->is_null()) {
+      sink.null();
+      continue;
+    }
+    String *s = f->val_str(&buf, &buf);
+    if (s)
+      sink.value(s->ptr(), s->length());
+    else
+      sink.null();
+  }
+}
+
+/* 0: row passes; 1: skip the row (F); -1: stop the scan (W). */
+int Mariadb_store::check_filters(TABLE *t, const Open_index &idx, const Find_request &req) {
+  for (uint32_t i = 0; i < req.nfilters; ++i) {
+    const Filter &fl = req.filters[i];
+    Field *f = t->field[idx.filter_columns_[fl.column]];
+    int cv;
+    if (f->is_null())
+      cv = fl.value.is_null() ? 0 : -1;
+    else
+      cv = fl.value.is_null() ? 1 : f->cmp(filter_buf_.data() + filter_offsets_[i]);
+    bool pass;
+    switch (fl.op) {
+      case Compare_op::eq: pass = cv == 0; break;
+      case Compare_op::ne: pass = cv != 0; break;
+      case Compare_op::lt: pass = cv < 0; break;
+      case Compare_op::le: pass = cv <= 0; break;
+      case Compare_op::gt: pass = cv > 0; break;
+      case Compare_op::ge: pass = cv >= 0; break;
+      default: pass = false;
+    }
+    if (!pass) return fl.type == Filter_type::skip ? 1 : -1;
+  }
+  return 0;
+}
+
+Store_status Mariadb_store::find(Open_index &idx, const Find_request &req, Row_sink &sink) {
+  if (!idx.valid()) return Store_status::of(Store_errc::index_not_found);
+  Table_slot &s = slots_[idx.slot_];
+  Store_status st = ensure_open(s);
+  if (!st.ok()) return st;
+  if (idx.generation_ != s.generation) {
+    st = resolve(s, idx);
+    if (!st.ok()) return st;
+  }
+  TABLE *t = s.table;
+  KEY &k = t->key_info[idx.index_no_];
+  if (req.nkeys > idx.key_parts_) return Store_status::of(Store_errc::too_many_key_parts);
+  if (req.has_in && req.in_column >= req.nkeys) return Store_status::of(Store_errc::bad_in_column);
+  for (uint32_t i = 0; i < req.nfilters; ++i) {
+    if (req.filters[i].column >= idx.filter_columns_.size())
+      return Store_status::of(Store_errc::bad_filter_column);
+    if (t->field[idx.filter_columns_[req.filters[i].column]]->flags & BLOB_FLAG)
+      return Store_status::of(Store_errc::filter_on_blob);
+  }
+  st = ensure_locked(idx.slot_);
+  if (!st.ok()) return st;
+
+  uint key_len = 0;
+  build_key(t, k, req, 0, &key_len);
+  if (req.nfilters) {
+    /* Filter operands are converted once, in the column's own format, before any row is read. */
+    filter_offsets_.resize(req.nfilters);
+    size_t total = 1;  // Field_medium::cmp() may read one byte past the value
+    for (uint32_t i = 0; i < req.nfilters; ++i)
+      total += t->field[idx.filter_columns_[req.filters[i].column]]->pack_length();
+    if (filter_buf_.size() < total) filter_buf_.resize(total);
+    size_t pos = 0;
+    for (uint32_t i = 0; i < req.nfilters; ++i) {
+      const Filter &fl = req.filters[i];
+      Field *f = t->field[idx.filter_columns_[fl.column]];
+      filter_offsets_[i] = uint32_t(pos);
+      if (fl.value.is_null()) continue;
+      f->store(fl.value.ptr, fl.value.len, &my_charset_bin);
+      memcpy(filter_buf_.data() + pos, f->ptr, f->pack_length());
+      pos += f->pack_length();
+    }
+  }
+
+  ha_rkey_function flag;
+  switch (req.op) {
+    case Find_op::eq: flag = HA_READ_KEY_EXACT; break;
+    case Find_op::gt: flag = HA_READ_AFTER_KEY; break;
+    case Find_op::ge: flag = HA_READ_KEY_OR_NEXT; break;
+    case Find_op::lt: flag = HA_READ_BEFORE_KEY; break;
+    case Find_op::le: flag = HA_READ_KEY_OR_PREV; break;
+    case Find_op::last_prefix: flag = HA_READ_PREFIX_LAST; break;
+    default: flag = HA_READ_KEY_EXACT;
+  }
+  handler *h = t->file;
+  if (!s.for_write) h->init_table_handle_for_HANDLER();
+  h->ha_index_or_rnd_end();
+  if (int e = h->ha_index_init(idx.index_no_, true)) return Store_status::of(Store_errc::handler_error, e);
+
+  const key_part_map kpm = (key_part_map(1) << req.nkeys) - 1;
+  const uint64_t limit = req.limit ? req.limit : 1;
+  uint64_t skip = req.offset;
+  uint64_t rows = 0;
+  uint32_t in_index = 0;
+  bool first = true, overflow = false;
+  int r = 0;
+  uchar *rec = t->record[0];
+  sink.begin(idx.columns_.size());
+  while (rows < limit) {
+    if (first) {
+      first = false;
+      r = h->ha_index_read_map(rec, key_buf_.data(), kpm, flag);
+    } else if (req.has_in) {
+      /* HandlerSocket semantics: each IN value contributes at most its first matching row. */
+      if (++in_index >= req.nin_values) break;
+      build_key(t, k, req, in_index, &key_len);
+      r = h->ha_index_read_map(rec, key_buf_.data(), kpm, flag);
+    } else {
+      switch (req.op) {
+        case Find_op::eq: r = h->ha_index_next_same(rec, key_buf_.data(), key_len); break;
+        case Find_op::gt:
+        case Find_op::ge: r = h->ha_index_next(rec); break;
+        case Find_op::lt:
+        case Find_op::le: r = h->ha_index_prev(rec); break;
+        case Find_op::last_prefix:
+          r = h->ha_index_prev(rec);
+          if (r == 0 && key_cmp_if_same(t, key_buf_.data(), idx.index_no_, key_len)) r = HA_ERR_END_OF_FILE;
+          break;
+        default: r = HA_ERR_END_OF_FILE;
+      }
+    }
+    if (r == 0) {
+      int fr = req.nfilters ? check_filters(t, idx, req) : 0;
+      if (fr < 0) break;
+      if (fr == 0) {
+        if (skip) {
+          --skip;
+        } else {
+          emit_row(t, idx, sink);
+          ++rows;
+          if (sink.would_overflow()) { overflow = true; break; }
+        }
+      }
+      continue;
+    }
+    if (req.has_in && r == HA_ERR_KEY_NOT_FOUND) continue;
+    if (r != HA_ERR_RECORD_DELETED) break;
+  }
+  h->ha_index_or_rnd_end();
+  if (overflow) {
+    sink.cancel();
+    return Store_status::of(Store_errc::result_too_large);
+  }
+  if (r != 0 && r != HA_ERR_RECORD_DELETED && r != HA_ERR_KEY_NOT_FOUND && r != HA_ERR_END_OF_FILE) {
+    sink.cancel();
+    fail_cleanup();
+    return Store_status::of(Store_errc::handler_error, r);
+  }
+  sink.end();
+  counters_.add(counters_.rows_read, rows);
+  return {};
+}
+
+bool wait_for_server_start(const std::atomic<bool> &stop) {
+  while (!stop.load(std::memory_order_relaxed)) {
+    mysql_mutex_lock(&LOCK_server_started);
+    bool started = mysqld_server_started;
+    mysql_mutex_unlock(&LOCK_server_started);
+    if (started) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+std::unique_ptr<Store> make_mariadb_store(Counters &counters, unsigned lock_wait_timeout_ms,
+                                          const char *thread_name) {
+  auto st = std::make_unique<Mariadb_store>(counters, lock_wait_timeout_ms);
+  if (!st->attach(thread_name)) return nullptr;  // attach() logged why
+  return st;
+}
+
+}  // namespace tablesocket

@@ -1,0 +1,156 @@
+/* The storage seam. Protocol code talks to tables only through Store; only files in store/ include
+   MariaDB server headers. One Store per worker thread: not thread-safe, never shared. */
+#ifndef TABLESOCKET_STORE_STORE_H
+#define TABLESOCKET_STORE_STORE_H
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/query.h"
+
+namespace tablesocket {
+
+struct Counters;
+
+enum class Store_errc : uint8_t {
+  ok,
+  table_open_failed,      // no such table, not a base table, or the engine refused
+  table_busy,             // a metadata lock is not available now: park the request and retry
+  lock_wait_timeout,      // a metadata lock stayed unavailable for lock_wait_timeout_ms
+  index_not_found,        // no such index (or it was dropped by DDL)
+  column_not_found,       // no such column (or it was dropped by DDL)
+  too_many_key_parts,     // more key values than the index has parts
+  bad_in_column,          // IN key part out of range
+  bad_filter_column,      // filter column out of range
+  filter_on_blob,         // filters on BLOB/TEXT columns are not supported
+  read_only,              // a write on the read-only listener
+  lock_failed,            // table lock failed
+  handler_error,          // the storage engine returned handler_error
+  result_too_large,       // the reply would exceed max_output_buffer
+  too_many_indexes,       // max_open_indexes reached on this connection
+  server_shutdown,
+};
+
+struct Store_status {
+  Store_errc errc = Store_errc::ok;
+  int handler_error = 0;  // HA_ERR_* when errc == handler_error
+  bool ok() const { return errc == Store_errc::ok; }
+  static Store_status of(Store_errc e, int h = 0) { return Store_status{e, h}; }
+};
+
+/* What a client asked to open. Strings are only read during open_index(). */
+struct Index_spec {
+  std::string_view db, table, index;          // index: name, "PRIMARY", "" (= PRIMARY) or a number
+  std::string_view columns, filter_columns;   // comma-separated lists
+  bool for_write = false;
+};
+
+/* A resolved open index, owned by one connection on one worker. Holds a reference on the worker's
+   table slot; the slot may be closed and reopened under it (DDL), in which case names are resolved
+   again on next use. Movable, not copyable; releases its reference when destroyed. */
+class Store;
+class Open_index {
+ public:
+  Open_index() = default;
+  Open_index(Open_index &&o) noexcept { *this = std::move(o); }
+  Open_index &operator=(Open_index &&o) noexcept;
+  Open_index(const Open_index &) = delete;
+  Open_index &operator=(const Open_index &) = delete;
+  ~Open_index() { reset(); }
+  void reset();
+  bool valid() const { return store_ != nullptr; }
+  size_t ncolumns() const { return column_names_.size(); }
+  size_t nfilter_columns() const { return filter_names_.size(); }
+
+ private:
+  friend class Mariadb_store;
+  Store *store_ = nullptr;
+  uint32_t slot_ = 0;
+  uint64_t generation_ = 0;        // slot generation the numbers below were resolved against
+  bool for_write_ = false;
+  std::string index_name_;         // as resolved ("PRIMARY" for the primary key)
+  uint32_t index_no_ = 0;
+  uint32_t key_parts_ = 0;
+  std::vector<std::string> column_names_, filter_names_;
+  std::vector<uint16_t> columns_, filter_columns_;  // field numbers
+};
+
+enum class Find_op : uint8_t { eq, gt, ge, lt, le, last_prefix };
+
+struct Find_request {
+  Find_op op = Find_op::eq;
+  const Datum *keys = nullptr;
+  uint32_t nkeys = 0;
+  uint32_t limit = 1;
+  uint32_t offset = 0;
+  bool has_in = false;
+  uint32_t in_column = 0;
+  const Datum *in_values = nullptr;
+  uint32_t nin_values = 0;
+  const Filter *filters = nullptr;
+  uint32_t nfilters = 0;
+};
+
+/* Where rows go. The store calls begin(), then ncols values per row, then end(); or cancel() on
+   failure after begin(). would_overflow() is checked after each row. */
+class Row_sink {
+ public:
+  virtual ~Row_sink() = default;
+  virtual void begin(size_t ncols) = 0;
+  virtual void value(const char *p, size_t n) = 0;
+  virtual void null() = 0;
+  virtual void end() = 0;
+  virtual void cancel() = 0;
+  virtual bool would_overflow() const = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  /* Resolves spec into out (replacing what out held). table_busy means "retry later". */
+  virtual Store_status open_index(const Index_spec &spec, Open_index &out) = 0;
+  virtual Store_status find(Open_index &idx, const Find_request &req, Row_sink &sink) = 0;
+  /* Ends the current batch: commits and unlocks every table the batch used. */
+  virtual void end_batch() = 0;
+  /* Between batches: closes tables that DDL or FLUSH TABLES is waiting for, and tables no open
+     index refers to. Cheap when there is nothing to do. */
+  virtual void yield_to_ddl() = 0;
+  /* True when the server asked this worker's thread to stop (shutdown). */
+  virtual bool killed() = 0;
+  virtual size_t open_table_count() const = 0;
+
+ protected:
+  friend class Open_index;
+  virtual void release_slot(uint32_t slot) = 0;
+};
+
+inline Open_index &Open_index::operator=(Open_index &&o) noexcept {
+  if (this != &o) {
+    reset();
+    store_ = o.store_; slot_ = o.slot_; generation_ = o.generation_; for_write_ = o.for_write_;
+    index_name_ = std::move(o.index_name_); index_no_ = o.index_no_; key_parts_ = o.key_parts_;
+    column_names_ = std::move(o.column_names_); filter_names_ = std::move(o.filter_names_);
+    columns_ = std::move(o.columns_); filter_columns_ = std::move(o.filter_columns_);
+    o.store_ = nullptr;
+  }
+  return *this;
+}
+inline void Open_index::reset() {
+  if (store_) { store_->release_slot(slot_); store_ = nullptr; }
+}
+
+/* Blocks until the server has finished starting up (plugins loaded at startup are initialised
+   before InnoDB recovery and the binlog are ready). Returns false if stop became true first. */
+bool wait_for_server_start(const std::atomic<bool> &stop);
+
+/* Creates the MariaDB-backed store for the calling worker thread (attaches a THD to it).
+   Returns nullptr and logs when the thread cannot be set up. */
+std::unique_ptr<Store> make_mariadb_store(Counters &counters, unsigned lock_wait_timeout_ms,
+                                          const char *thread_name);
+
+}  // namespace tablesocket
+#endif
