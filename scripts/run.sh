@@ -17,9 +17,11 @@ sock=$var/mysqld.sock
 pidfile=$var/mysqld.pid
 
 stop_server() {
-  if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-    kill "$(cat "$pidfile")"
-    for _ in $(seq 1 300); do kill -0 "$(cat "$pidfile")" 2>/dev/null || break; sleep 0.1; done
+  local pid
+  pid=$(cat "$pidfile" 2>/dev/null || true)
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    kill "$pid"
+    for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     echo "stopped"
   else
     echo "not running"
@@ -45,7 +47,8 @@ args=(--no-defaults --datadir="$var/data" --socket="$sock" --pid-file="$pidfile"
   --port="$sql_port" --bind-address=127.0.0.1 --user=root --log-error="$var/error.log"
   --plugin-dir="$plugin_dir" --plugin-maturity=beta --plugin-load-add=tablesocket.so
   --tablesocket-address=127.0.0.1 --tablesocket-hs-port="$hs_port" --tablesocket-hs-port-wr="$hs_port_wr"
-  --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=1)
+  --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=1
+  --log-bin=mariadb-bin --server-id=1 --binlog-format=ROW)
 if [ "${1:-}" = --foreground ]; then
   echo "starting mariadbd in the foreground (log: $var/error.log)"
   exec mariadbd "${args[@]}"

@@ -87,12 +87,12 @@ fi
 
 # Python venv for the integration tests (Debian's python3, packages from PyPI).
 venv=$deps/venv
-if [ ! -x "$venv/bin/pytest" ] || [ ! -f "$venv/.reqs-v1" ]; then
+if [ ! -x "$venv/bin/pytest" ] || [ ! -f "$venv/.reqs-v2" ]; then
   log "creating Python venv"
   /usr/bin/python3 -m venv "$venv"
   "$venv/bin/pip" install -q --upgrade pip >/dev/null
   "$venv/bin/pip" install -q -r "$here/tests/requirements.txt"
-  touch "$venv/.reqs-v1"
+  touch "$venv/.reqs-v2"
 fi
 
 # ---- 4. MariaDB source, unpacked with Debian's patches, configured ------------------------------
@@ -117,9 +117,12 @@ if [ ! -f "$bld/.configured" ]; then
     -DPLUGIN_OQGRAPH=NO -DPLUGIN_S3=NO -DWITH_UNIT_TESTS=OFF > "$bld/configure.log" 2>&1) \
     || { tail -n 40 "$bld/configure.log" >&2; die "cmake configure of MariaDB failed (see $bld/configure.log)"; }
   log "generating server headers"
-  (cd "$bld" && make -j"$(nproc)" GenError GenServerSource > "$bld/gen.log" 2>&1) \
+  (cd "$bld" && make -j"$(nproc)" GenError GenServerSource mysqlservices > "$bld/gen.log" 2>&1) \
     || { tail -n 40 "$bld/gen.log" >&2; die "generating MariaDB headers failed"; }
   touch "$bld/.configured"
+fi
+if [ ! -f "$bld/libservices/libmysqlservices.a" ]; then
+  (cd "$bld" && make -j"$(nproc)" mysqlservices > "$bld/services.log" 2>&1) || die "building libmysqlservices failed"
 fi
 printf 'MARIADB_VERSION=%s\nMARIADB_SOURCE_DIR=%s\nMARIADB_BUILD_DIR=%s\nTS_VENV=%s\n' "$ver" "$src" "$bld" "$venv" > "$deps/env"
 

@@ -24,7 +24,8 @@ struct Config {
   size_t output_high_water = 1 << 20;   // stop executing a connection's requests above this
   unsigned max_requests_per_batch = 256;  // per connection per batch (fairness)
   unsigned ddl_check_interval_ms = 20;  // how often an idle worker looks for DDL waiting on its tables
-  unsigned lock_wait_timeout_ms = 10000;  // how long a request waits for a metadata lock before an error
+  unsigned lock_wait_timeout_ms = 50000;  // how long a request waits for a metadata or row lock before an error
+  std::string charset = "utf8mb4";        // character set of values sent and received
   std::string plain_secret;     // HandlerSocket-compatible `A 1 <secret>` on the read port ("" = none)
   std::string plain_secret_wr;  // the same on the read/write port
 };

@@ -21,12 +21,6 @@ constexpr size_t kReadChunk = 16384;
 int wake_tag;  // address used as epoll data for the wake eventfd
 }  // namespace
 
-uint64_t monotonic_ms() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
-}
-
 Worker::Worker(unsigned id, const Config &cfg, Server &server) : id_(id), cfg_(cfg), server_(server) {}
 
 Worker::~Worker() {
@@ -87,7 +81,7 @@ void Worker::run() {
     if (wait_for_server_start(stop_)) {
       char name[64];
       snprintf(name, sizeof name, "tablesocket worker %u", id_);
-      std::unique_ptr<Store> store = make_mariadb_store(counters_, cfg_.lock_wait_timeout_ms, name);
+      std::unique_ptr<Store> store = make_mariadb_store(counters_, name, cfg_.charset.c_str());
       if (store) {
         serve(*store);
         for (auto &c : conns_) close_connection(*c);
@@ -286,6 +280,12 @@ void Worker::serve(Store &store) {
       }
       store.end_batch();
       counters_.add(counters_.batches);
+      const bool lost = store.batch_lost_writes();
+      for (Connection *c : batch_) {
+        if (c->dead || !c->session->wrote_in_batch) continue;
+        c->session->wrote_in_batch = false;
+        if (lost) close_connection(*c);  // its acknowledged writes were rolled back: no false answers
+      }
       for (Connection *c : batch_) {
         if (c->dead) continue;
         if (!c->out.empty()) flush_output(*c);

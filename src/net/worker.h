@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/byte_buffer.h"
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/stats.h"
 #include "net/fd.h"
@@ -73,8 +74,6 @@ class Worker {
   bool any_dead_ = false;
   uint64_t now_ms_ = 0;
 };
-
-uint64_t monotonic_ms();
 
 }  // namespace tablesocket
 #endif

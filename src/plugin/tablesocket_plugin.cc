@@ -24,7 +24,7 @@ char *sv_address;
 unsigned sv_hs_port, sv_hs_port_wr, sv_threads, sv_backlog, sv_max_connections, sv_idle_timeout;
 unsigned sv_max_request_size, sv_max_tokens, sv_max_open_indexes, sv_max_output_buffer;
 unsigned sv_output_high_water, sv_max_requests_per_batch, sv_ddl_check_interval, sv_lock_wait_timeout;
-char *sv_plain_secret, *sv_plain_secret_wr;
+char *sv_plain_secret, *sv_plain_secret_wr, *sv_character_set;
 
 const Config kDefaults;
 
@@ -82,9 +82,16 @@ MYSQL_SYSVAR_UINT(ddl_check_interval, sv_ddl_check_interval, PLUGIN_VAR_READONLY
                   "sees from tablesocket.",
                   nullptr, nullptr, kDefaults.ddl_check_interval_ms, 1, 1000, 0);
 MYSQL_SYSVAR_UINT(lock_wait_timeout, sv_lock_wait_timeout, PLUGIN_VAR_READONLY,
-                  "Milliseconds a request waits for a metadata lock held by DDL before it fails with "
-                  "'1\\t1\\tlock_wait_timeout'. The worker keeps serving other clients meanwhile.",
+                  "Milliseconds a request waits for a metadata lock (DDL) or a row lock (another "
+                  "transaction) before it fails with '1\\t1\\tlock_wait_timeout'. The waiting request "
+                  "is retried every few milliseconds; its worker keeps serving other clients meanwhile.",
                   nullptr, nullptr, kDefaults.lock_wait_timeout_ms, 1, 31536000, 0);
+MYSQL_SYSVAR_STR(character_set, sv_character_set, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
+                 "Character set of the values clients send and receive (like character_set_client and "
+                 "character_set_results of a SQL connection): values are converted to and from each "
+                 "column's character set. 'binary' stores and returns bytes unchanged, as "
+                 "HandlerSocket did.",
+                 nullptr, nullptr, "utf8mb4");
 MYSQL_SYSVAR_STR(plain_secret, sv_plain_secret, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC | PLUGIN_VAR_NOCMDOPT,
                  "HandlerSocket-compatible shared secret for the read port ('A 1 <secret>'), compared "
                  "in constant time. Empty: no authentication on that port.",
@@ -99,7 +106,8 @@ struct st_mysql_sys_var *system_variables[] = {
     MYSQL_SYSVAR(max_request_size), MYSQL_SYSVAR(max_tokens), MYSQL_SYSVAR(max_open_indexes),
     MYSQL_SYSVAR(max_output_buffer), MYSQL_SYSVAR(output_high_water),
     MYSQL_SYSVAR(max_requests_per_batch), MYSQL_SYSVAR(ddl_check_interval),
-    MYSQL_SYSVAR(lock_wait_timeout), MYSQL_SYSVAR(plain_secret), MYSQL_SYSVAR(plain_secret_wr),
+    MYSQL_SYSVAR(lock_wait_timeout), MYSQL_SYSVAR(character_set), MYSQL_SYSVAR(plain_secret),
+    MYSQL_SYSVAR(plain_secret_wr),
     nullptr};
 
 /* ---- Status variables: Tablesocket_<counter>, summed over workers on demand ----------------- */
@@ -160,6 +168,7 @@ Config config_from_sysvars() {
   c.max_requests_per_batch = sv_max_requests_per_batch;
   c.ddl_check_interval_ms = sv_ddl_check_interval;
   c.lock_wait_timeout_ms = sv_lock_wait_timeout;
+  c.charset = sv_character_set && *sv_character_set ? sv_character_set : "utf8mb4";
   c.plain_secret = sv_plain_secret ? sv_plain_secret : "";
   c.plain_secret_wr = sv_plain_secret_wr ? sv_plain_secret_wr : "";
   return c;

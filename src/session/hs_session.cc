@@ -44,7 +44,13 @@ Hs_session::Exec Hs_session::reply_error(const Store_status &st, Byte_buffer &ou
   uint32_t code = 2;
   switch (st.errc) {
     case Store_errc::ok: hs::encode_status(out, 0, ""); return Exec::done;
-    case Store_errc::table_busy: return Exec::park;
+    case Store_errc::table_busy:
+    case Store_errc::row_locked:
+      if (!parked_) parked_since_ms_ = monotonic_ms();
+      if (monotonic_ms() - parked_since_ms_ < cfg_.lock_wait_timeout_ms) return Exec::park;
+      code = 1;
+      msg = "lock_wait_timeout";
+      break;
     case Store_errc::table_open_failed: code = 1; msg = "open_table"; break;
     case Store_errc::lock_wait_timeout: code = 1; msg = "lock_wait_timeout"; break;
     case Store_errc::index_not_found: msg = "idxnum"; break;
@@ -58,6 +64,20 @@ Hs_session::Exec Hs_session::reply_error(const Store_status &st, Byte_buffer &ou
     case Store_errc::result_too_large: code = 1; msg = "toolarge"; break;
     case Store_errc::too_many_indexes: msg = "toomanyindexes"; break;
     case Store_errc::server_shutdown: code = 1; msg = "shutdown"; break;
+    case Store_errc::too_many_values: msg = "toomanyvalues"; break;
+    case Store_errc::server_read_only: code = 1; msg = "read_only"; break;
+    case Store_errc::bad_value:
+    case Store_errc::commit_failed: {
+      /* The server's own message (e.g. "Incorrect integer value: 'x' for column ..."), escaped:
+         it may quote the client's bytes. */
+      counters_.add(counters_.errors);
+      out.append(std::string_view("1\t1\t"));
+      std::string_view m = st.message.empty() ? std::string_view(st.errc == Store_errc::bad_value ? "bad_value" : "commit_failed")
+                                              : st.message;
+      hs::escape_into(out, m.data(), m.size());
+      out.push_back('\n');
+      return Exec::done;
+    }
     case Store_errc::handler_error:
       counters_.add(counters_.errors);
       hs::encode_number(out, 1, uint64_t(st.handler_error));
@@ -75,6 +95,7 @@ Hs_session::Outcome Hs_session::run(Byte_buffer &in, Byte_buffer &out, unsigned 
   if (parked_) {
     if (execute(parked_req_, out) == Exec::park) return Outcome::parked;
     parked_ = false;
+    parked_since_ms_ = 0;
     in.consume(parked_len_);
     ++done;
   }
@@ -99,6 +120,7 @@ Hs_session::Outcome Hs_session::run(Byte_buffer &in, Byte_buffer &out, unsigned 
         break;
     }
     if (execute(req, out) == Exec::park) {
+      if (!parked_since_ms_) parked_since_ms_ = monotonic_ms();
       parked_ = true;
       parked_req_ = req;
       parked_len_ = pr.consumed;
@@ -174,33 +196,75 @@ Hs_session::Exec Hs_session::exec_on_index(const hs::Exec_request &r, Byte_buffe
     else
       counters_.add(counters_.requests_modify);
     if (!policy_.writable) return reply_error(Store_status::of(Store_errc::read_only), out);
-    reply_client_error(out, 2, "notimpl");
-    return Exec::done;
+    return exec_write(idx, r, out);
   }
   counters_.add(counters_.requests_find);
   Find_request fr;
-  switch (r.op) {
-    case hs::Exec_op::eq: fr.op = Find_op::eq; break;
-    case hs::Exec_op::gt: fr.op = Find_op::gt; break;
-    case hs::Exec_op::ge: fr.op = Find_op::ge; break;
-    case hs::Exec_op::lt: fr.op = Find_op::lt; break;
-    case hs::Exec_op::le: fr.op = Find_op::le; break;
-    case hs::Exec_op::last_prefix: fr.op = Find_op::last_prefix; break;
-    default: reply_client_error(out, 2, "op"); return Exec::done;
+  if (!to_find_request(r, &fr)) {
+    reply_client_error(out, 2, "op");
+    return Exec::done;
   }
-  fr.keys = r.keys;
-  fr.nkeys = r.nkeys;
-  fr.limit = r.limit;
-  fr.offset = r.offset;
-  fr.has_in = r.has_in;
-  fr.in_column = r.in_column;
-  fr.in_values = r.in_values;
-  fr.nin_values = r.nin_values;
-  fr.filters = r.filters;
-  fr.nfilters = r.nfilters;
   Hs_row_sink sink(out, cfg_.max_output_buffer);
   Store_status st = store_.find(idx, fr, sink);
   if (!st.ok()) return reply_error(st, out);
+  return Exec::done;
+}
+
+bool Hs_session::to_find_request(const hs::Exec_request &r, Find_request *fr) {
+  switch (r.op) {
+    case hs::Exec_op::eq: fr->op = Find_op::eq; break;
+    case hs::Exec_op::gt: fr->op = Find_op::gt; break;
+    case hs::Exec_op::ge: fr->op = Find_op::ge; break;
+    case hs::Exec_op::lt: fr->op = Find_op::lt; break;
+    case hs::Exec_op::le: fr->op = Find_op::le; break;
+    case hs::Exec_op::last_prefix: fr->op = Find_op::last_prefix; break;
+    default: return false;
+  }
+  fr->keys = r.keys;
+  fr->nkeys = r.nkeys;
+  fr->limit = r.limit;
+  fr->offset = r.offset;
+  fr->has_in = r.has_in;
+  fr->in_column = r.in_column;
+  fr->in_values = r.in_values;
+  fr->nin_values = r.nin_values;
+  fr->filters = r.filters;
+  fr->nfilters = r.nfilters;
+  return true;
+}
+
+Hs_session::Exec Hs_session::exec_write(Open_index &idx, const hs::Exec_request &r, Byte_buffer &out) {
+  if (r.op == hs::Exec_op::insert || r.op == hs::Exec_op::upsert) {
+    if (r.mod != Modify_op::none || r.has_in || r.nfilters) {
+      reply_client_error(out, 2, "op");  // an insert takes values only
+      return Exec::done;
+    }
+    Insert_result res;
+    Store_status st = store_.insert(idx, r.keys, r.nkeys, r.op == hs::Exec_op::upsert, &res);
+    if (!st.ok()) return reply_error(st, out);
+    wrote_in_batch = true;
+    if (res.has_insert_id)
+      hs::encode_number(out, 0, res.insert_id);
+    else
+      hs::encode_status(out, 0, "");
+    return Exec::done;
+  }
+  Find_request fr;
+  if (!to_find_request(r, &fr)) {
+    reply_client_error(out, 2, "op");
+    return Exec::done;
+  }
+  Modify_request mr;
+  mr.op = r.mod;
+  mr.returns_rows = r.mod_returns_rows;
+  mr.values = r.mod_values;
+  mr.nvalues = r.nmod_values;
+  Hs_row_sink sink(out, cfg_.max_output_buffer);
+  uint64_t modified = 0;
+  Store_status st = store_.modify(idx, fr, mr, sink, &modified);
+  if (!st.ok()) return reply_error(st, out);
+  wrote_in_batch = true;
+  if (!mr.returns_rows) hs::encode_number(out, 0, modified);
   return Exec::done;
 }
 

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "common/byte_buffer.h"
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/stats.h"
 #include "proto/hs/hs_protocol.h"
@@ -43,6 +44,8 @@ class Hs_session final : public Session {
   void exec_auth(const hs::Auth_request &r, Byte_buffer &out);
   /* The one place store errors become HandlerSocket wire text. Returns park for table_busy. */
   Exec reply_error(const Store_status &st, Byte_buffer &out);
+  Exec exec_write(Open_index &idx, const hs::Exec_request &r, Byte_buffer &out);
+  static bool to_find_request(const hs::Exec_request &r, Find_request *fr);
   void reply_client_error(Byte_buffer &out, uint32_t code, const char *msg);
 
   Store &store_;
@@ -55,6 +58,7 @@ class Hs_session final : public Session {
   hs::Request parked_req_;
   size_t parked_len_ = 0;
   bool parked_ = false;
+  uint64_t parked_since_ms_ = 0;  // when the current request first had to wait for a lock
 };
 
 }  // namespace tablesocket

@@ -1,45 +1,23 @@
-/* Store backed by MariaDB's handler API. One instance per worker thread; owns that thread's THD.
+/* Store backed by MariaDB's handler API: tables, batches and reads. Writes are in
+   mariadb_store_write.cc. One instance per worker thread; owns that thread's THD.
 
    Tables stay open across batches, the way SQL HANDLER keeps them: each slot holds a TABLE, an
-   explicit-duration MDL ticket and a reusable MYSQL_LOCK. A batch locks the slots it touches and
-   end_batch() commits the statement and unlocks them. Between batches yield_to_ddl() closes every
-   slot whose metadata lock some DDL (ALTER, RENAME, DROP, TRUNCATE) is waiting for, or whose share
-   FLUSH TABLES marked old, so DDL waits at most one batch. Metadata locks are only ever *tried*
-   (never waited for) on the worker thread: a busy table parks the request, not the worker. */
-#include "store/server_incl.h"
+   explicit-duration MDL ticket and a reusable MYSQL_LOCK. A batch is one transaction: it locks the
+   slots it touches, every request is a statement inside it, and end_batch() commits once and
+   unlocks. Between batches yield_to_ddl() closes every slot whose metadata lock some DDL (ALTER,
+   RENAME, DROP, TRUNCATE) is waiting for, or whose share FLUSH TABLES marked old, so DDL waits at
+   most one batch. Locks are only ever *tried* on a worker thread (metadata locks with
+   try_acquire_lock, row locks with innodb_lock_wait_timeout=0): a busy table or row parks one
+   request, never the worker. */
+#include "store/mariadb_store.h"
 
-#include <chrono>
-#include <deque>
 #include <cstring>
-#include <string>
 #include <thread>
-#include <unordered_map>
-#include <vector>
 
-#include "common/stats.h"
-#include "store/store.h"
-
-/* Defined in sql/sql_class.cc (used by InnoDB's purge threads); not declared in a header. */
-MYSQL_THD create_thd();
-void destroy_thd(MYSQL_THD thd);
+#include "set_var.h"
 
 namespace tablesocket {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-struct Table_slot {
-  std::string db, name;
-  TABLE *table = nullptr;
-  MDL_request mdl_request;
-  MYSQL_LOCK *lock = nullptr;
-  bool for_write = false;
-  bool locked = false;
-  bool in_use = false;       // slot allocated (else on the free list)
-  uint64_t generation = 0;   // bumped on every (re)open
-  uint32_t refs = 0;         // Open_index objects pointing here
-  Clock::time_point busy_since{};  // first failed metadata-lock attempt of the current wait
-};
 
 std::string slot_key(std::string_view db, std::string_view table) {
   std::string k;
@@ -49,17 +27,20 @@ std::string slot_key(std::string_view db, std::string_view table) {
   return k;
 }
 
+/* Identifier comparison as SQL does it for column and index names (ASCII case-insensitive). */
 bool names_equal(const char *a, size_t alen, std::string_view b) {
   if (alen != b.size()) return false;
   for (size_t i = 0; i < alen; ++i) {
     unsigned char x = a[i], y = b[i];
-    if (x != y && !(x < 0x80 && y < 0x80 && ((x | 0x20) == (y | 0x20)) && ((x | 0x20) >= 'a' && (x | 0x20) <= 'z')))
-      return false;
+    if (x == y) continue;
+    if (x >= 'A' && x <= 'Z') x += 32;
+    if (y >= 'A' && y <= 'Z') y += 32;
+    if (x != y) return false;
   }
   return true;
 }
 
-/* Splits a comma-separated list into names (empty list -> no names). */
+/* Splits a comma-separated list into names (an empty list gives no names; an empty name fails). */
 bool split_names(std::string_view s, std::vector<std::string> &out) {
   out.clear();
   if (s.empty()) return true;
@@ -77,49 +58,7 @@ bool split_names(std::string_view s, std::vector<std::string> &out) {
 
 }  // namespace
 
-class Mariadb_store final : public Store {
- public:
-  Mariadb_store(Counters &c, unsigned lock_wait_timeout_ms) : counters_(c), lock_wait_ms_(lock_wait_timeout_ms) {}
-  ~Mariadb_store() override;
-
-  bool attach(const char *thread_name);
-
-  Store_status open_index(const Index_spec &spec, Open_index &out) override;
-  Store_status find(Open_index &idx, const Find_request &req, Row_sink &sink) override;
-  void end_batch() override;
-  void yield_to_ddl() override;
-  bool killed() override;
-  size_t open_table_count() const override { return open_tables_; }
-
- protected:
-  void release_slot(uint32_t slot) override;
-
- private:
-  Store_status ensure_open(Table_slot &s);
-  Store_status ensure_locked(uint32_t slot_no);
-  Store_status resolve(Table_slot &s, Open_index &idx);
-  void close_slot(Table_slot &s);
-  Store_status build_key(TABLE *t, KEY &k, const Find_request &req, uint32_t in_index, uint *key_len);
-  void emit_row(TABLE *t, const Open_index &idx, Row_sink &sink);
-  int check_filters(TABLE *t, const Open_index &idx, const Find_request &req);
-  void fail_cleanup() { thd_->clear_error(); }
-
-  Counters &counters_;
-  unsigned lock_wait_ms_;
-  THD *thd_ = nullptr;
-  bool thread_inited_ = false;
-  std::deque<Table_slot> slots_;  // deque: slots never move (MDL_request is not movable)
-  std::vector<uint32_t> free_slots_;
-  std::unordered_map<std::string, uint32_t> by_name_;
-  std::vector<uint32_t> locked_slots_;
-  size_t open_tables_ = 0;
-  std::vector<uchar> key_buf_;
-  std::vector<uchar> filter_buf_;
-  std::vector<uint32_t> filter_offsets_;
-  char val_buf_[MAX_FIELD_WIDTH];
-};
-
-bool Mariadb_store::attach(const char *thread_name) {
+bool Mariadb_store::attach(const char *thread_name, const char *charset) {
   if (my_thread_init()) {
     sql_print_error("tablesocket: my_thread_init failed for %s", thread_name);
     return false;
@@ -134,10 +73,34 @@ bool Mariadb_store::attach(const char *thread_name) {
   thd_->thread_stack = &stack_anchor;
   thd_->store_globals();
   thd_->security_ctx->skip_grants();
-  thd_->set_query_id(next_query_id());
   thd_->proc_info = thread_name;
+  thd_->variables.option_bits |= OPTION_BIN_LOG;
   lex_start(thd_);
+  client_cs_ = get_charset_by_csname(charset, MY_CS_PRIMARY, MYF(0));
+  if (!client_cs_) {
+    sql_print_error("tablesocket: unknown character set '%s'", charset);
+    return false;
+  }
+  set_no_wait_row_locks();
   return true;
+}
+
+void Mariadb_store::set_no_wait_row_locks() {
+  /* SET SESSION innodb_lock_wait_timeout = 0 for this THD: a row lock held by someone else fails at
+     once (HA_ERR_LOCK_WAIT_TIMEOUT, statement rolled back) and the request is retried later. */
+  static const char name[] = "innodb_lock_wait_timeout";
+  sys_var *var = find_sys_var(thd_, name, sizeof name - 1, false);
+  bool ok = false;
+  if (var) {
+    Item *zero = new (thd_->mem_root) Item_uint(thd_, "0", size_t(1));
+    LEX_CSTRING no_base = {nullptr, 0};
+    set_var sv(thd_, OPT_SESSION, var, &no_base, zero);
+    ok = zero && !sv.check(thd_) && !sv.update(thd_);
+  }
+  if (!ok)
+    sql_print_warning("tablesocket: cannot set innodb_lock_wait_timeout=0 for a worker; a row lock "
+                      "wait will hold up the other clients of that worker");
+  clear_diagnostics();
 }
 
 Mariadb_store::~Mariadb_store() {
@@ -145,7 +108,6 @@ Mariadb_store::~Mariadb_store() {
     end_batch();
     for (auto &s : slots_)
       if (s.table) close_slot(s);
-    thd_->mdl_context.release_transactional_locks(thd_);
     destroy_thd(thd_);
     set_current_thd(nullptr);
     thd_ = nullptr;
@@ -162,26 +124,22 @@ bool Mariadb_store::killed() {
   return false;
 }
 
+void Mariadb_store::clear_diagnostics() {
+  thd_->clear_error();
+  thd_->get_stmt_da()->reset_diagnostics_area();
+  thd_->get_stmt_da()->clear_warning_info(thd_->query_id);
+}
+
 Store_status Mariadb_store::ensure_open(Table_slot &s) {
   if (s.table) return {};
   if (killed()) return Store_status::of(Store_errc::server_shutdown);
   const enum_mdl_type mdl_type = s.for_write ? MDL_SHARED_WRITE : MDL_SHARED_READ;
   MDL_REQUEST_INIT(&s.mdl_request, MDL_key::TABLE, s.db.c_str(), s.name.c_str(), mdl_type, MDL_EXPLICIT);
   if (thd_->mdl_context.try_acquire_lock(&s.mdl_request)) {
-    fail_cleanup();
+    clear_diagnostics();
     return Store_status::of(Store_errc::table_open_failed);
   }
-  if (!s.mdl_request.ticket) {
-    /* DDL holds or waits for this table. Never block the worker: the caller parks the request. */
-    auto now = Clock::now();
-    if (s.busy_since == Clock::time_point{}) s.busy_since = now;
-    if (now - s.busy_since >= std::chrono::milliseconds(lock_wait_ms_)) {
-      s.busy_since = {};
-      return Store_status::of(Store_errc::lock_wait_timeout);
-    }
-    return Store_status::of(Store_errc::table_busy);
-  }
-  s.busy_since = {};
+  if (!s.mdl_request.ticket) return Store_status::of(Store_errc::table_busy);  // DDL holds or waits for it
 
   LEX_CSTRING db = {s.db.c_str(), s.db.size()};
   LEX_CSTRING name = {s.name.c_str(), s.name.size()};
@@ -189,42 +147,39 @@ Store_status Mariadb_store::ensure_open(Table_slot &s) {
   TABLE_LIST tl;
   tl.init_one_table(&db, &name, &name, lock_type);
   tl.mdl_request.ticket = s.mdl_request.ticket;
-  tl.required_type = TABLE_TYPE_NORMAL;  // views, sequences: refused here, not crashed on
+  tl.required_type = TABLE_TYPE_NORMAL;  // views and sequences are refused here, not crashed on
   Open_table_context ot(thd_, MYSQL_OPEN_HAS_MDL_LOCK);
   TABLE *saved = thd_->open_tables;
   thd_->set_open_tables(nullptr);
   bool err = open_table(thd_, &tl, &ot);
   thd_->set_open_tables(saved);
   TABLE *t = tl.table;
+  auto give_up = [&](Store_errc e) {
+    clear_diagnostics();
+    if (t) {
+      t->open_by_handler = 0;
+      close_thread_table(thd_, &t);
+    }
+    thd_->mdl_context.release_lock(s.mdl_request.ticket);
+    s.mdl_request.ticket = nullptr;
+    return Store_status::of(e);
+  };
   if (err || !t) {
     bool retry = ot.can_recover_from_failed_open();
-    fail_cleanup();
-    if (t) close_thread_table(thd_, &t);
-    thd_->mdl_context.release_lock(s.mdl_request.ticket);
-    s.mdl_request.ticket = nullptr;
-    return Store_status::of(retry ? Store_errc::table_busy : Store_errc::table_open_failed);
+    t = nullptr;
+    return give_up(retry ? Store_errc::table_busy : Store_errc::table_open_failed);
   }
-  if (t->s->tmp_table != NO_TMP_TABLE || t->s->table_category != TABLE_CATEGORY_USER ||
-      !t->s->keys) {
-    /* Only ordinary user tables with at least one index are served. */
-    close_thread_table(thd_, &t);
-    thd_->mdl_context.release_lock(s.mdl_request.ticket);
-    s.mdl_request.ticket = nullptr;
-    return Store_status::of(Store_errc::table_open_failed);
-  }
+  /* Only ordinary user tables with at least one index are served (not system or temporary tables). */
+  if (t->s->tmp_table != NO_TMP_TABLE || t->s->table_category != TABLE_CATEGORY_USER || !t->s->keys)
+    return give_up(Store_errc::table_open_failed);
   t->reginfo.lock_type = lock_type;
   t->use_all_columns();
+  /* Row events carry full row images (as binlog_row_image=FULL): every column, before and after. */
+  t->rpl_write_set = t->write_set;
   t->open_by_handler = 1;
   t->next = nullptr;
   s.lock = get_lock_data(thd_, &t, 1, GET_LOCK_STORE_LOCKS);
-  if (!s.lock) {
-    fail_cleanup();
-    t->open_by_handler = 0;
-    close_thread_table(thd_, &t);
-    thd_->mdl_context.release_lock(s.mdl_request.ticket);
-    s.mdl_request.ticket = nullptr;
-    return Store_status::of(Store_errc::table_open_failed);
-  }
+  if (!s.lock) return give_up(Store_errc::table_open_failed);
   thd_->mdl_context.set_needs_thr_lock_abort(true);
   s.table = t;
   ++s.generation;
@@ -256,6 +211,15 @@ void Mariadb_store::close_slot(Table_slot &s) {
 Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
   Table_slot &s = slots_[slot_no];
   if (s.locked) return {};
+  if (!in_batch_) {
+    /* The batch is one transaction: every request of every connection in it shares one commit. */
+    thd_->variables.option_bits |= OPTION_BEGIN;
+    thd_->server_status |= SERVER_STATUS_IN_TRANS;
+    thd_->variables.sql_mode = global_system_variables.sql_mode;
+    in_batch_ = true;
+    batch_wrote_ = false;
+    batch_lost_writes_ = false;
+  }
   for (THR_LOCK_DATA **p = s.lock->locks, **e = s.lock->locks + s.lock->lock_count; p < e; ++p)
     (*p)->type = (*p)->org_type;
   TABLE *saved = thd_->open_tables;
@@ -263,7 +227,7 @@ Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
   bool err = mysql_lock_tables(thd_, s.lock, MYSQL_LOCK_NOT_TEMPORARY);
   thd_->set_open_tables(saved);
   if (err) {
-    fail_cleanup();
+    clear_diagnostics();
     return Store_status::of(Store_errc::lock_failed);
   }
   s.locked = true;
@@ -271,9 +235,30 @@ Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
   return {};
 }
 
+Store_status Mariadb_store::prepare_request(Open_index &idx, enum_sql_command command, TABLE **table) {
+  if (!idx.valid()) return Store_status::of(Store_errc::index_not_found);
+  Table_slot &s = slots_[idx.slot_];
+  Store_status st = ensure_open(s);
+  if (!st.ok()) return st;
+  if (idx.generation_ != s.generation) {
+    st = resolve(s, idx);
+    if (!st.ok()) return st;
+  }
+  st = ensure_locked(idx.slot_);
+  if (!st.ok()) return st;
+  TABLE *t = s.table;
+  thd_->lex->sql_command = command;
+  /* Statement start for InnoDB: consistent (lock-free) reads for finds, exclusive row locks for
+     the rows a write request reads. */
+  if (int e = t->file->start_stmt(thd_, command == SQLCOM_SELECT ? TL_READ : TL_WRITE))
+    return Store_status::of(Store_errc::handler_error, e);
+  *table = t;
+  return {};
+}
+
 void Mariadb_store::end_batch() {
-  if (locked_slots_.empty()) return;
-  if (trans_commit_stmt(thd_)) fail_cleanup();
+  if (!in_batch_) return;
+  trans_commit_stmt(thd_);
   for (uint32_t n : locked_slots_) {
     Table_slot &s = slots_[n];
     if (!s.locked) continue;
@@ -282,30 +267,35 @@ void Mariadb_store::end_batch() {
     s.locked = false;
   }
   locked_slots_.clear();
-  thd_->get_stmt_da()->reset_diagnostics_area();
-  thd_->clear_error();
+  if (trans_commit(thd_)) {
+    /* Nothing of this batch is durable: the worker closes every connection that wrote in it rather
+       than let an acknowledged write vanish. */
+    last_error_ = thd_->get_stmt_da()->is_error() ? thd_->get_stmt_da()->message() : "commit failed";
+    batch_lost_writes_ = batch_wrote_;
+    sql_print_warning("tablesocket: batch commit failed: %s", last_error_.c_str());
+    trans_rollback(thd_);
+  }
+  thd_->variables.option_bits &= ~OPTION_BEGIN;
+  thd_->server_status &= ~SERVER_STATUS_IN_TRANS;
+  if (backup_locked_) {
+    thd_->mdl_context.release_lock(backup_request_.ticket);
+    backup_request_.ticket = nullptr;
+    backup_locked_ = false;
+  }
+  in_batch_ = false;
+  clear_diagnostics();
 }
 
 void Mariadb_store::yield_to_ddl() {
   for (uint32_t n = 0; n < slots_.size(); ++n) {
     Table_slot &s = slots_[n];
     if (!s.in_use || s.locked) continue;
-    if (!s.table) {
-      if (s.refs == 0) {
-        by_name_.erase(slot_key(s.db, s.name));
-        s.in_use = false;
-        free_slots_.push_back(n);
-      }
-      continue;
-    }
-    bool release = s.refs == 0 || s.table->s->tdc->flushed ||
-                   s.mdl_request.ticket->has_pending_conflicting_lock();
-    if (release) {
-      bool yielded = s.refs != 0;
+    if (s.table && (s.refs == 0 || s.table->s->tdc->flushed ||
+                    s.mdl_request.ticket->has_pending_conflicting_lock())) {
+      if (s.refs != 0) counters_.add(counters_.table_yields);
       close_slot(s);
-      if (yielded) counters_.add(counters_.table_yields);
     }
-    if (s.refs == 0) {
+    if (s.refs == 0 && !s.table) {
       by_name_.erase(slot_key(s.db, s.name));
       s.in_use = false;
       free_slots_.push_back(n);
@@ -377,12 +367,11 @@ Store_status Mariadb_store::open_index(const Index_spec &spec, Open_index &out) 
     s.in_use = true;
     s.refs = 0;
     s.for_write = spec.for_write;
-    s.busy_since = {};
     by_name_.emplace(std::move(key), slot_no);
   }
   Table_slot &s = slots_[slot_no];
   if (spec.for_write && !s.for_write) {
-    /* A read slot gets upgraded: reopen with a write metadata lock at the next use. */
+    /* A read slot is upgraded: reopened with a write metadata lock. */
     if (s.locked) return Store_status::of(Store_errc::table_busy);
     close_slot(s);
     s.for_write = true;
@@ -394,7 +383,7 @@ Store_status Mariadb_store::open_index(const Index_spec &spec, Open_index &out) 
   idx.for_write_ = spec.for_write;
   idx.index_name_.assign(spec.index);
   if (!split_names(spec.columns, idx.column_names_) || !split_names(spec.filter_columns, idx.filter_names_))
-    return Store_status::of(Store_errc::column_not_found);  // idx's destructor drops the ref
+    return Store_status::of(Store_errc::column_not_found);  // idx's destructor drops the reference
   Store_status st = ensure_open(s);
   if (!st.ok()) return st;
   st = resolve(s, idx);
@@ -403,8 +392,7 @@ Store_status Mariadb_store::open_index(const Index_spec &spec, Open_index &out) 
   return {};
 }
 
-Store_status Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_t in_index,
-                                      uint *key_len) {
+void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_t in_index, uint *key_len) {
   uint len = 0;
   for (uint32_t i = 0; i < req.nkeys; ++i) {
     KEY_PART_INFO &kp = k.key_part[i];
@@ -414,14 +402,13 @@ Store_status Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req,
       f->set_null();
     } else {
       f->set_notnull();
-      f->store(v.ptr, v.len, &my_charset_bin);
+      f->store(v.ptr, v.len, client_cs_);
     }
     len += kp.store_length;
   }
   if (key_buf_.size() < k.key_length + 8) key_buf_.resize(k.key_length + 8);
   key_copy(key_buf_.data(), t->record[0], &k, len);
   *key_len = len;
-  return {};
 }
 
 void Mariadb_store::emit_row(TABLE *t, const Open_index &idx, Row_sink &sink) {
@@ -433,11 +420,47 @@ void Mariadb_store::emit_row(TABLE *t, const Open_index &idx, Row_sink &sink) {
       continue;
     }
     String *s = f->val_str(&buf, &buf);
-    if (s)
-      sink.value(s->ptr(), s->length());
-    else
+    if (!s) {
       sink.null();
+      continue;
+    }
+    CHARSET_INFO *cs = s->charset();
+    if (client_cs_ != &my_charset_bin && cs != &my_charset_bin && cs != client_cs_ &&
+        f->cmp_type() == STRING_RESULT && !my_charset_same(cs, client_cs_)) {
+      /* Text is returned in the client character set, as SQL returns it in character_set_results. */
+      uint errors;
+      conv_buf_.copy(s->ptr(), s->length(), cs, client_cs_, &errors);
+      s = &conv_buf_;
+    }
+    sink.value(s->ptr(), s->length());
   }
+}
+
+Store_status Mariadb_store::prepare_filters(TABLE *t, const Open_index &idx, const Find_request &req) {
+  for (uint32_t i = 0; i < req.nfilters; ++i) {
+    if (req.filters[i].column >= idx.filter_columns_.size())
+      return Store_status::of(Store_errc::bad_filter_column);
+    if (t->field[idx.filter_columns_[req.filters[i].column]]->flags & BLOB_FLAG)
+      return Store_status::of(Store_errc::filter_on_blob);
+  }
+  if (!req.nfilters) return {};
+  /* Filter operands are converted once, into the column's own format, before any row is read. */
+  filter_offsets_.resize(req.nfilters);
+  size_t total = 1;  // Field_medium::cmp() may read one byte past the value
+  for (uint32_t i = 0; i < req.nfilters; ++i)
+    total += t->field[idx.filter_columns_[req.filters[i].column]]->pack_length();
+  if (filter_buf_.size() < total) filter_buf_.resize(total);
+  size_t pos = 0;
+  for (uint32_t i = 0; i < req.nfilters; ++i) {
+    const Filter &fl = req.filters[i];
+    Field *f = t->field[idx.filter_columns_[fl.column]];
+    filter_offsets_[i] = uint32_t(pos);
+    if (fl.value.is_null()) continue;
+    f->store(fl.value.ptr, fl.value.len, client_cs_);
+    memcpy(filter_buf_.data() + pos, f->ptr, f->pack_length());
+    pos += f->pack_length();
+  }
+  return {};
 }
 
 /* 0: row passes; 1: skip the row (F); -1: stop the scan (W). */
@@ -466,47 +489,26 @@ int Mariadb_store::check_filters(TABLE *t, const Open_index &idx, const Find_req
 }
 
 Store_status Mariadb_store::find(Open_index &idx, const Find_request &req, Row_sink &sink) {
-  if (!idx.valid()) return Store_status::of(Store_errc::index_not_found);
-  Table_slot &s = slots_[idx.slot_];
-  Store_status st = ensure_open(s);
+  TABLE *t;
+  Store_status st = prepare_request(idx, SQLCOM_SELECT, &t);
   if (!st.ok()) return st;
-  if (idx.generation_ != s.generation) {
-    st = resolve(s, idx);
-    if (!st.ok()) return st;
-  }
+  uint64_t rows = 0;
+  st = scan(idx, req, &sink, nullptr, &rows);
+  if (st.ok()) counters_.add(counters_.rows_read, rows);
+  return st;
+}
+
+Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_sink *sink,
+                                 const Modify_request *mod, uint64_t *count) {
+  Table_slot &s = slots_[idx.slot_];
   TABLE *t = s.table;
   KEY &k = t->key_info[idx.index_no_];
   if (req.nkeys > idx.key_parts_) return Store_status::of(Store_errc::too_many_key_parts);
   if (req.has_in && req.in_column >= req.nkeys) return Store_status::of(Store_errc::bad_in_column);
-  for (uint32_t i = 0; i < req.nfilters; ++i) {
-    if (req.filters[i].column >= idx.filter_columns_.size())
-      return Store_status::of(Store_errc::bad_filter_column);
-    if (t->field[idx.filter_columns_[req.filters[i].column]]->flags & BLOB_FLAG)
-      return Store_status::of(Store_errc::filter_on_blob);
-  }
-  st = ensure_locked(idx.slot_);
+  Store_status st = prepare_filters(t, idx, req);
   if (!st.ok()) return st;
-
   uint key_len = 0;
   build_key(t, k, req, 0, &key_len);
-  if (req.nfilters) {
-    /* Filter operands are converted once, in the column's own format, before any row is read. */
-    filter_offsets_.resize(req.nfilters);
-    size_t total = 1;  // Field_medium::cmp() may read one byte past the value
-    for (uint32_t i = 0; i < req.nfilters; ++i)
-      total += t->field[idx.filter_columns_[req.filters[i].column]]->pack_length();
-    if (filter_buf_.size() < total) filter_buf_.resize(total);
-    size_t pos = 0;
-    for (uint32_t i = 0; i < req.nfilters; ++i) {
-      const Filter &fl = req.filters[i];
-      Field *f = t->field[idx.filter_columns_[fl.column]];
-      filter_offsets_[i] = uint32_t(pos);
-      if (fl.value.is_null()) continue;
-      f->store(fl.value.ptr, fl.value.len, &my_charset_bin);
-      memcpy(filter_buf_.data() + pos, f->ptr, f->pack_length());
-      pos += f->pack_length();
-    }
-  }
 
   ha_rkey_function flag;
   switch (req.op) {
@@ -519,20 +521,21 @@ Store_status Mariadb_store::find(Open_index &idx, const Find_request &req, Row_s
     default: flag = HA_READ_KEY_EXACT;
   }
   handler *h = t->file;
-  if (!s.for_write) h->init_table_handle_for_HANDLER();
   h->ha_index_or_rnd_end();
   if (int e = h->ha_index_init(idx.index_no_, true)) return Store_status::of(Store_errc::handler_error, e);
 
+  /* Modifying rows of the index being walked could revisit them: collect positions first then. */
+  const bool deferred = mod && mod->op != Modify_op::remove && halloween_risk(t, idx, *mod);
+  refs_.clear();
   const key_part_map kpm = (key_part_map(1) << req.nkeys) - 1;
   const uint64_t limit = req.limit ? req.limit : 1;
-  uint64_t skip = req.offset;
-  uint64_t rows = 0;
+  uint64_t skip = req.offset, hits = 0, modified = 0;
   uint32_t in_index = 0;
   bool first = true, overflow = false;
-  int r = 0;
+  int r = 0, mr = 0;
   uchar *rec = t->record[0];
-  sink.begin(idx.columns_.size());
-  while (rows < limit) {
+  if (sink) sink->begin(idx.columns_.size());
+  while (hits < limit) {
     if (first) {
       first = false;
       r = h->ha_index_read_map(rec, key_buf_.data(), kpm, flag);
@@ -558,13 +561,22 @@ Store_status Mariadb_store::find(Open_index &idx, const Find_request &req, Row_s
     if (r == 0) {
       int fr = req.nfilters ? check_filters(t, idx, req) : 0;
       if (fr < 0) break;
-      if (fr == 0) {
-        if (skip) {
-          --skip;
+      if (fr > 0) continue;
+      if (skip) { --skip; continue; }
+      ++hits;
+      if (sink) {
+        emit_row(t, idx, *sink);
+        if (sink->would_overflow()) { overflow = true; break; }
+      }
+      if (mod) {
+        if (deferred) {
+          h->position(rec);
+          refs_.insert(refs_.end(), h->ref, h->ref + h->ref_length);
         } else {
-          emit_row(t, idx, sink);
-          ++rows;
-          if (sink.would_overflow()) { overflow = true; break; }
+          mr = modify_row(t, idx, *mod);
+          if (mr == kRowSkipped) { mr = 0; continue; }  // '-' would cross zero: row left as it is
+          if (mr) break;
+          ++modified;
         }
       }
       continue;
@@ -573,17 +585,34 @@ Store_status Mariadb_store::find(Open_index &idx, const Find_request &req, Row_s
     if (r != HA_ERR_RECORD_DELETED) break;
   }
   h->ha_index_or_rnd_end();
+  if (!mr && !overflow && deferred && !refs_.empty() &&
+      (r == 0 || r == HA_ERR_KEY_NOT_FOUND || r == HA_ERR_END_OF_FILE || r == HA_ERR_RECORD_DELETED)) {
+    r = 0;
+    if (int e = h->ha_rnd_init(false)) {
+      mr = e;
+    } else {
+      for (size_t off = 0; off < refs_.size(); off += h->ref_length) {
+        if ((mr = h->ha_rnd_pos(rec, refs_.data() + off))) break;
+        mr = modify_row(t, idx, *mod);
+        if (mr == kRowSkipped) { mr = 0; continue; }
+        if (mr) break;
+        ++modified;
+      }
+      h->ha_rnd_end();
+    }
+  }
   if (overflow) {
-    sink.cancel();
+    sink->cancel();
     return Store_status::of(Store_errc::result_too_large);
   }
-  if (r != 0 && r != HA_ERR_RECORD_DELETED && r != HA_ERR_KEY_NOT_FOUND && r != HA_ERR_END_OF_FILE) {
-    sink.cancel();
-    fail_cleanup();
-    return Store_status::of(Store_errc::handler_error, r);
+  int err = mr ? mr
+               : (r != 0 && r != HA_ERR_RECORD_DELETED && r != HA_ERR_KEY_NOT_FOUND && r != HA_ERR_END_OF_FILE) ? r : 0;
+  if (err) {
+    if (sink) sink->cancel();
+    return Store_status::of(Store_errc::handler_error, err);
   }
-  sink.end();
-  counters_.add(counters_.rows_read, rows);
+  if (sink) sink->end();
+  *count = mod ? modified : hits;
   return {};
 }
 
@@ -598,10 +627,9 @@ bool wait_for_server_start(const std::atomic<bool> &stop) {
   return false;
 }
 
-std::unique_ptr<Store> make_mariadb_store(Counters &counters, unsigned lock_wait_timeout_ms,
-                                          const char *thread_name) {
-  auto st = std::make_unique<Mariadb_store>(counters, lock_wait_timeout_ms);
-  if (!st->attach(thread_name)) return nullptr;  // attach() logged why
+std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name, const char *charset) {
+  auto st = std::make_unique<Mariadb_store>(counters);
+  if (!st->attach(thread_name, charset)) return nullptr;  // attach() logged why
   return st;
 }
 

@@ -20,7 +20,8 @@ enum class Store_errc : uint8_t {
   ok,
   table_open_failed,      // no such table, not a base table, or the engine refused
   table_busy,             // a metadata lock is not available now: park the request and retry
-  lock_wait_timeout,      // a metadata lock stayed unavailable for lock_wait_timeout_ms
+  row_locked,             // a row lock is held by another transaction: park the request and retry
+  lock_wait_timeout,      // (set by the session) a lock stayed unavailable for lock_wait_timeout_ms
   index_not_found,        // no such index (or it was dropped by DDL)
   column_not_found,       // no such column (or it was dropped by DDL)
   too_many_key_parts,     // more key values than the index has parts
@@ -33,13 +34,18 @@ enum class Store_errc : uint8_t {
   result_too_large,       // the reply would exceed max_output_buffer
   too_many_indexes,       // max_open_indexes reached on this connection
   server_shutdown,
+  too_many_values,        // more values than the open index has columns
+  bad_value,              // SQL would reject the value (strict sql_mode, NOT NULL, ...): see message
+  server_read_only,       // the server runs with read_only
+  commit_failed,          // the batch's commit failed: see message
 };
 
 struct Store_status {
   Store_errc errc = Store_errc::ok;
   int handler_error = 0;  // HA_ERR_* when errc == handler_error
+  std::string_view message;  // server's text for bad_value/commit_failed; valid until the next call
   bool ok() const { return errc == Store_errc::ok; }
-  static Store_status of(Store_errc e, int h = 0) { return Store_status{e, h}; }
+  static Store_status of(Store_errc e, int h = 0) { return Store_status{e, h, {}}; }
 };
 
 /* What a client asked to open. Strings are only read during open_index(). */
@@ -95,6 +101,18 @@ struct Find_request {
   uint32_t nfilters = 0;
 };
 
+struct Modify_request {
+  Modify_op op = Modify_op::none;
+  bool returns_rows = false;      // reply with the rows as they were before the change
+  const Datum *values = nullptr;  // for the first nvalues columns of the open index
+  uint32_t nvalues = 0;
+};
+
+struct Insert_result {
+  bool has_insert_id = false;  // the table has an AUTO_INCREMENT column
+  uint64_t insert_id = 0;      // the value it generated for this row (0 if the client gave one)
+};
+
 /* Where rows go. The store calls begin(), then ncols values per row, then end(); or cancel() on
    failure after begin(). would_overflow() is checked after each row. */
 class Row_sink {
@@ -114,8 +132,20 @@ class Store {
   /* Resolves spec into out (replacing what out held). table_busy means "retry later". */
   virtual Store_status open_index(const Index_spec &spec, Open_index &out) = 0;
   virtual Store_status find(Open_index &idx, const Find_request &req, Row_sink &sink) = 0;
-  /* Ends the current batch: commits and unlocks every table the batch used. */
+  /* Inserts one row: values for the first n columns of idx, real defaults for the rest. With
+     upsert, a duplicate on a unique key updates that row's given columns instead. */
+  virtual Store_status insert(Open_index &idx, const Datum *values, uint32_t n, bool upsert,
+                              Insert_result *result) = 0;
+  /* Finds rows like find() and updates, increments, decrements or deletes them. With
+     mod.returns_rows the pre-image rows go to sink, otherwise *modified counts the rows. */
+  virtual Store_status modify(Open_index &idx, const Find_request &req, const Modify_request &mod,
+                              Row_sink &sink, uint64_t *modified) = 0;
+  /* Ends the current batch: commits (one durable commit for every write of the batch) and unlocks
+     every table the batch used. */
   virtual void end_batch() = 0;
+  /* After end_batch(): true when the batch's commit failed, so writes already answered as done in
+     this batch were rolled back. The connections that wrote in it must be closed unanswered. */
+  virtual bool batch_lost_writes() const = 0;
   /* Between batches: closes tables that DDL or FLUSH TABLES is waiting for, and tables no open
      index refers to. Cheap when there is nothing to do. */
   virtual void yield_to_ddl() = 0;
@@ -149,8 +179,8 @@ bool wait_for_server_start(const std::atomic<bool> &stop);
 
 /* Creates the MariaDB-backed store for the calling worker thread (attaches a THD to it).
    Returns nullptr and logs when the thread cannot be set up. */
-std::unique_ptr<Store> make_mariadb_store(Counters &counters, unsigned lock_wait_timeout_ms,
-                                          const char *thread_name);
+std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name,
+                                          const char *charset);
 
 }  // namespace tablesocket
 #endif

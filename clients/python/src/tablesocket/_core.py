@@ -1,0 +1,460 @@
+"""Client state shared by the blocking and the asyncio client, without any I/O:
+index-id allocation, which indexes are open on the current connection, batches of
+requests with their result slots, and building requests for an index."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from typing import (
+    Any,
+    Dict,
+    Generic,
+    Iterable,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    TypeVar,
+    Union,
+)
+
+from . import protocol as proto
+from .errors import ClientError, ProtocolError, ServerError, TablesocketError
+from .protocol import DecodeSpec, Filter, ReplyKind, Request, Value
+
+T = TypeVar("T")
+
+_UNSET: Any = object()
+
+
+class Result(Generic[T]):
+    """The eventual answer to one request of a pipeline.
+
+    Filled in when the pipeline's ``with`` block exits. :meth:`result` (or
+    :attr:`value`) returns the value or raises the request's error.
+    """
+
+    __slots__ = ("_value", "_exc", "description")
+
+    def __init__(self, description: str = "") -> None:
+        self._value: Any = _UNSET
+        self._exc: Optional[BaseException] = None
+        self.description = description
+
+    def done(self) -> bool:
+        """True once the reply was read (or the request failed)."""
+        return self._value is not _UNSET or self._exc is not None
+
+    def result(self) -> T:
+        """The value, or raise the request's error (:class:`ClientError` if not yet run)."""
+        if self._exc is not None:
+            raise self._exc
+        if self._value is _UNSET:
+            raise ClientError("result not available: the pipeline has not run yet")
+        return self._value  # type: ignore[no-any-return]
+
+    @property
+    def value(self) -> T:
+        """Same as :meth:`result`."""
+        return self.result()
+
+    def exception(self) -> Optional[BaseException]:
+        """The request's error, or ``None`` (also while not done)."""
+        return self._exc
+
+    def ok(self) -> bool:
+        """True if done without an error."""
+        return self._value is not _UNSET and self._exc is None
+
+    def _set(self, value: Any) -> None:
+        if not self.done():
+            self._value = value
+
+    def _fail(self, exc: BaseException) -> None:
+        if not self.done():
+            self._exc = exc
+
+    def __repr__(self) -> str:
+        if self._exc is not None:
+            state = f"error={self._exc!r}"
+        elif self._value is not _UNSET:
+            state = f"value={self._value!r}"
+        else:
+            state = "pending"
+        return f"<Result {self.description} {state}>"
+
+
+class Operation:
+    """A request, the slot its answer goes to, and whether the caller asked for it
+    (``hidden`` operations are the client's own, e.g. re-opening an index)."""
+
+    __slots__ = ("request", "result", "hidden")
+
+    def __init__(self, request: Request, result: Optional[Result[Any]] = None, hidden: bool = False):
+        self.request = request
+        self.result: Result[Any] = result if result is not None else Result()
+        self.hidden = hidden
+
+
+class IndexSpec(NamedTuple):
+    db: str
+    table: str
+    index_name: str
+    columns: Tuple[str, ...]
+    filter_columns: Tuple[str, ...]
+
+
+class Batch:
+    """Requests written together and answered in order. Feed it reply lines with
+    :meth:`feed_line` until :attr:`finished`; on a transport or protocol failure call
+    :meth:`fail` so that every unanswered result carries the error."""
+
+    __slots__ = ("ops", "data", "pos", "_session", "_failed_opens", "generation")
+
+    def __init__(self, session: "Session", ops: List[Operation]):
+        self._session = session
+        self.ops = ops
+        self.data = b"".join(op.request.line for op in ops)
+        self.pos = 0
+        self._failed_opens: Dict[int, ServerError] = {}
+        self.generation = session.generation
+
+    @property
+    def finished(self) -> bool:
+        return self.pos >= len(self.ops)
+
+    @property
+    def remaining(self) -> int:
+        return len(self.ops) - self.pos
+
+    def feed_line(self, line: bytes) -> None:
+        """Read the reply to the next request. Raises :class:`ProtocolError` if the
+        line is malformed (the caller must then close the connection)."""
+        op = self.ops[self.pos]
+        req = op.request
+        try:
+            value = req.interpret(proto.parse_reply(line))
+        except ProtocolError:
+            raise  # pos stays: fail() will fail this op too
+        except ServerError as e:
+            self.pos += 1
+            if req.opens and req.index_id is not None:
+                self._session.mark_closed(req.index_id, self.generation)
+                self._failed_opens[req.index_id] = e
+            elif req.index_id is not None and req.index_id in self._failed_opens:
+                e = self._failed_opens[req.index_id]  # the open before it failed: say why
+            op.result._fail(e)
+            return
+        except ClientError as e:  # a value that could not be decoded as asked
+            self.pos += 1
+            op.result._fail(e)
+            return
+        self.pos += 1
+        if req.opens and req.index_id is not None:
+            self._failed_opens.pop(req.index_id, None)
+        elif req.index_id is not None and req.index_id in self._failed_opens:
+            # the client re-opened this index first and that failed: report why
+            op.result._fail(self._failed_opens[req.index_id])
+            return
+        op.result._set(value)
+
+    def fail(self, exc: BaseException) -> None:
+        for op in self.ops[self.pos :]:
+            op.result._fail(exc)
+        self.pos = len(self.ops)
+
+    def first_error(self) -> Optional[BaseException]:
+        for op in self.ops:
+            if not op.hidden and op.result.exception() is not None:
+                return op.result.exception()
+        return None
+
+
+class Session:
+    """Per-client protocol state that survives reconnects: index specs and their ids.
+    ``generation`` counts connections; an index is open on the current connection
+    iff its id is in ``opened``."""
+
+    def __init__(self) -> None:
+        self._ids: Dict[IndexSpec, int] = {}
+        self._specs: Dict[int, IndexSpec] = {}
+        self.opened: Set[int] = set()
+        self.generation = 0
+        self._lock = threading.Lock()  # index_id may be called outside the client's lock
+
+    def new_connection(self) -> None:
+        self.generation += 1
+        self.opened.clear()
+
+    def index_id(self, spec: IndexSpec) -> int:
+        """The id for this spec (allocated on first use; ids stay small)."""
+        with self._lock:
+            i = self._ids.get(spec)
+            if i is None:
+                i = len(self._ids)
+                self._ids[spec] = i
+                self._specs[i] = spec
+            return i
+
+    def mark_closed(self, index_id: int, generation: int) -> None:
+        if generation == self.generation:
+            self.opened.discard(index_id)
+
+    def open_request(self, index_id: int) -> Request:
+        s = self._specs[index_id]
+        line = proto.encode_open_index(index_id, s.db, s.table, s.index_name, s.columns, s.filter_columns)
+        return Request(line, ReplyKind.OK, index_id=index_id, opens=True)
+
+    def batch(self, ops: Sequence[Operation]) -> Batch:
+        """Build a batch, inserting an open request before the first use of every index
+        that is not open on this connection (after a reconnect, say). Marks indexes
+        open optimistically; a failed open unmarks it when its reply is read."""
+        out: List[Operation] = []
+        for op in ops:
+            req = op.request
+            if req.opens and req.index_id is not None:
+                self.opened.add(req.index_id)
+            elif req.index_id is not None and req.index_id not in self.opened:
+                out.append(Operation(self.open_request(req.index_id), hidden=True))
+                self.opened.add(req.index_id)
+            out.append(op)
+        return Batch(self, out)
+
+
+# ---------------------------------------------------------------------------------------
+# Request builders for an opened index (shared by Index, AsyncIndex and the pipelines)
+# ---------------------------------------------------------------------------------------
+
+InSpec = Optional[Tuple[int, Sequence[Value]]]
+
+
+class IndexBase:
+    """What the blocking and asyncio index handles share: the spec, the id and the
+    request builders."""
+
+    __slots__ = ("_client", "id", "spec", "decoders")
+
+    def __init__(self, client: Any, index_id: int, spec: IndexSpec, decode: DecodeSpec) -> None:
+        self._client = client
+        self.id = index_id
+        self.spec = spec
+        self.decoders = proto.make_decoders(decode, len(spec.columns))
+
+    @property
+    def db(self) -> str:
+        return self.spec.db
+
+    @property
+    def table(self) -> str:
+        return self.spec.table
+
+    @property
+    def name(self) -> str:
+        """The index name (``PRIMARY`` for the primary key)."""
+        return self.spec.index_name
+
+    @property
+    def columns(self) -> Tuple[str, ...]:
+        return self.spec.columns
+
+    @property
+    def filter_columns(self) -> Tuple[str, ...]:
+        return self.spec.filter_columns
+
+    def __repr__(self) -> str:
+        s = self.spec
+        return (f"<{type(self).__name__} {self.id}: {s.db}.{s.table} {s.index_name} "
+                f"columns={list(s.columns)} filter_columns={list(s.filter_columns)}>")
+
+    # -- builders ---------------------------------------------------------------------
+
+    def _rows_request(self, line: bytes) -> Request:
+        return Request(line, ReplyKind.ROWS, ncols=len(self.spec.columns),
+                       decoders=self.decoders, columns=self.spec.columns, index_id=self.id)
+
+    def _find_req(self, op: str, keys: Sequence[Value], limit: int, offset: int,
+                  in_: InSpec, filters: Iterable[Filter]) -> Request:
+        if op == proto.LAST_OP:
+            raise ClientError("use last() for the 'L' op")
+        return self._rows_request(proto.encode_find(
+            self.id, op, keys, limit, offset, in_, filters,
+            filter_columns=self.spec.filter_columns))
+
+    def _last_req(self, prefix: Sequence[Value], limit: int, offset: int,
+                  filters: Iterable[Filter]) -> Request:
+        return self._rows_request(proto.encode_find(
+            self.id, proto.LAST_OP, prefix, limit, offset, None, filters,
+            filter_columns=self.spec.filter_columns))
+
+    def _insert_req(self, values: Sequence[Value], op: str) -> Request:
+        vals = proto._as_values(values, "values")
+        if len(vals) > len(self.spec.columns):
+            raise ClientError(f"{len(vals)} values given but the index was opened with "
+                              f"{len(self.spec.columns)} column(s)")
+        return Request(proto.encode_insert(self.id, vals, op), ReplyKind.INSERT, index_id=self.id)
+
+    def _modify_req(self, mod: str, op: str, keys: Sequence[Value], values: Sequence[Value],
+                    limit: int, offset: int, in_: InSpec, filters: Iterable[Filter],
+                    returning: bool) -> Request:
+        ncols = len(self.spec.columns)
+        if mod == "U":
+            vals = list(proto._as_values(values, "values"))
+            if len(vals) != ncols:
+                # HandlerSocket sets every opened column; a missing value would become ''.
+                raise ClientError(
+                    f"{len(vals)} value(s) given, expected exactly {ncols}"
+                    f" (one per opened column {list(self.spec.columns)})")
+        elif mod in ("+", "-"):
+            vals = list(proto._as_values(values, "values"))
+            if len(vals) > ncols:
+                raise ClientError(f"{len(vals)} value(s) given for {ncols} opened column(s)")
+            # NULL leaves a column alone (0 would rewrite a non-numeric column as a number)
+            vals += [None] * (ncols - len(vals))
+        else:
+            vals = []
+        mod_op = mod + "?" if returning else mod
+        if op == proto.LAST_OP:
+            raise ClientError("the 'L' op cannot modify rows")
+        line = proto.encode_find(self.id, op, keys, limit, offset, in_, filters, mod_op, vals,
+                                 filter_columns=self.spec.filter_columns)
+        if returning:
+            return self._rows_request(line)
+        return Request(line, ReplyKind.COUNT, index_id=self.id)
+
+
+def describe(request: Request) -> str:
+    line = request.line.rstrip(b"\n")
+    return repr(line[:40]) + ("..." if len(line) > 40 else "")
+
+
+def as_tablesocket_error(exc: BaseException, what: str) -> TablesocketError:
+    """Map a socket-level exception to this package's hierarchy."""
+    from . import errors
+
+    if isinstance(exc, TablesocketError):
+        return exc
+    if isinstance(exc, (TimeoutError, socket.timeout)):
+        return errors.TimeoutError(f"{what}: timed out")
+    if isinstance(exc, OSError):
+        return errors.ConnectionError(f"{what}: {exc.strerror or exc}")
+    return errors.ConnectionError(f"{what}: {exc!r}")
+
+
+def check_index_owner(index: IndexBase, client: Any) -> None:
+    if index._client is not client:
+        raise ClientError("this index handle belongs to another client")
+
+
+def make_spec(db: str, table: str, index: str, columns: Union[str, Sequence[str]],
+              filter_columns: Union[str, Sequence[str], None]) -> IndexSpec:
+    cols = proto._column_list(columns, "column")
+    fcols = proto._column_list(filter_columns or (), "filter column")
+    for v, what in ((db, "database name"), (table, "table name"), (index, "index name")):
+        proto._name(v, what)
+    return IndexSpec(db, table, index, cols, fcols)
+
+
+class PipelineBase:
+    """Queues requests; the subclass sends them all in one write and fills the results
+    in order. Each method mirrors the index handle's method of the same name, with the
+    index handle as first argument, and returns a :class:`Result`."""
+
+    def __init__(self, client: Any, raise_on_error: bool) -> None:
+        self._client = client
+        self._ops: List[Operation] = []
+        self._raise_on_error = raise_on_error
+        self._state = "open"  # open -> ran | aborted
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    @property
+    def results(self) -> List[Result[Any]]:
+        """The results of the queued requests, in order."""
+        return [op.result for op in self._ops if not op.hidden]
+
+    def _queue(self, index: Optional[IndexBase], request: Request) -> Result[Any]:
+        if self._state != "open":
+            raise ClientError("this pipeline has already been executed")
+        if index is not None:
+            check_index_owner(index, self._client)
+        op = Operation(request, Result(describe(request)))
+        self._ops.append(op)
+        return op.result
+
+    def _abort(self) -> None:
+        self._state = "aborted"
+        err = ClientError("pipeline not sent: its block raised an exception")
+        for op in self._ops:
+            op.result._fail(err)
+
+    def _begin_execute(self) -> List[Operation]:
+        if self._state != "open":
+            raise ClientError("this pipeline has already been executed")
+        self._state = "ran"
+        return self._ops
+
+    def _finish(self) -> None:
+        if self._raise_on_error:
+            for op in self._ops:
+                exc = op.result.exception()
+                if exc is not None:
+                    raise exc
+
+    # -- queueing -------------------------------------------------------------------
+
+    def open_index(self, db: str, table: str, index: str = "PRIMARY",
+                   columns: Union[str, Sequence[str], None] = None,
+                   filter_columns: Union[str, Sequence[str], None] = None, *,
+                   decode: DecodeSpec = False) -> Any:
+        """Queue opening an index; returns the handle right away (usable in this
+        pipeline). If the open fails, the requests that use it fail with its error."""
+        handle = self._client._make_index(db, table, index, columns, filter_columns, decode)
+        session: Session = self._client._session
+        if handle.id not in session.opened:
+            self._queue(None, session.open_request(handle.id))
+        return handle
+
+    def find(self, index: IndexBase, op: str, keys: Sequence[Value], limit: int = 1,
+             offset: int = 0, *, in_: InSpec = None,
+             filters: Iterable[Filter] = ()) -> "Result[List[proto.Row]]":
+        return self._queue(index, index._find_req(op, keys, limit, offset, in_, filters))
+
+    def last(self, index: IndexBase, prefix: Sequence[Value] = (), limit: int = 1,
+             offset: int = 0, *, filters: Iterable[Filter] = ()) -> "Result[List[proto.Row]]":
+        return self._queue(index, index._last_req(prefix, limit, offset, filters))
+
+    def insert(self, index: IndexBase, values: Sequence[Value]) -> "Result[Optional[int]]":
+        return self._queue(index, index._insert_req(values, "+"))
+
+    def upsert(self, index: IndexBase, values: Sequence[Value]) -> "Result[Optional[int]]":
+        return self._queue(index, index._insert_req(values, "+="))
+
+    def update(self, index: IndexBase, op: str, keys: Sequence[Value], values: Sequence[Value],
+               limit: int = 1, offset: int = 0, *, in_: InSpec = None,
+               filters: Iterable[Filter] = (), returning: bool = False) -> "Result[Any]":
+        return self._queue(index, index._modify_req("U", op, keys, values, limit, offset, in_,
+                                                    filters, returning))
+
+    def increment(self, index: IndexBase, op: str, keys: Sequence[Value],
+                  values: Sequence[Value], limit: int = 1, offset: int = 0, *,
+                  in_: InSpec = None, filters: Iterable[Filter] = (),
+                  returning: bool = False) -> "Result[Any]":
+        return self._queue(index, index._modify_req("+", op, keys, values, limit, offset, in_,
+                                                    filters, returning))
+
+    def decrement(self, index: IndexBase, op: str, keys: Sequence[Value],
+                  values: Sequence[Value], limit: int = 1, offset: int = 0, *,
+                  in_: InSpec = None, filters: Iterable[Filter] = (),
+                  returning: bool = False) -> "Result[Any]":
+        return self._queue(index, index._modify_req("-", op, keys, values, limit, offset, in_,
+                                                    filters, returning))
+
+    def delete(self, index: IndexBase, op: str, keys: Sequence[Value], limit: int = 1,
+               offset: int = 0, *, in_: InSpec = None, filters: Iterable[Filter] = (),
+               returning: bool = False) -> "Result[Any]":
+        return self._queue(index, index._modify_req("D", op, keys, (), limit, offset, in_,
+                                                    filters, returning))

@@ -1,0 +1,549 @@
+"""The blocking client: :class:`Client`, its index handles (:class:`Index`) and
+:class:`Pipeline`."""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import ssl
+import threading
+import time
+from typing import (
+    Any,
+    Callable,
+    Iterable,
+    List,
+    Literal,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    Union,
+    overload,
+)
+
+from . import errors
+from ._core import (
+    Batch,
+    IndexBase,
+    InSpec,
+    Operation,
+    PipelineBase,
+    Session,
+    as_tablesocket_error,
+    make_spec,
+)
+from .auth import AuthMethod, as_auth_method
+from .errors import ClientError, TablesocketError
+from .protocol import DecodeSpec, Filter, LineReader, ReplyKind, Request, Row, Value
+
+__all__ = ["Client", "Index", "Pipeline", "Transport", "SocketTransport"]
+
+DEFAULT_TIMEOUT = 10.0
+DEFAULT_MAX_REPLY = 64 * 1024 * 1024
+_SEND_CHUNK = 256 * 1024
+_RECV_SIZE = 256 * 1024
+
+
+class Transport(Protocol):
+    """What the client needs from a connection. :class:`SocketTransport` is the real
+    one; tests inject fakes through ``Client(transport_factory=...)``."""
+
+    def send(self, data: memoryview) -> int:
+        """Send some of ``data`` (the transport said it is writable); return bytes sent."""
+
+    def recv(self, size: int) -> Optional[bytes]:
+        """Return up to ``size`` bytes (the transport said it is readable), b"" at EOF,
+        or ``None`` if nothing can be read yet (e.g. only TLS records without data)."""
+
+    def wait(self, read: bool, write: bool, timeout: Optional[float]) -> Tuple[bool, bool]:
+        """Wait up to ``timeout`` seconds until readable and/or writable."""
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+
+
+class SocketTransport:
+    """A :class:`Transport` over a connected socket (TCP, Unix, or TLS-wrapped, with the
+    handshake done). The socket is switched to non-blocking mode; all waiting happens
+    in :meth:`wait`."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        self.sock = sock
+        self._ssl = isinstance(sock, ssl.SSLSocket)
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(sock, selectors.EVENT_READ)
+        self._events = selectors.EVENT_READ
+
+    @classmethod
+    def connect(
+        cls,
+        host: str,
+        port: int,
+        *,
+        connect_timeout: Optional[float],
+        ssl_context: Optional[ssl.SSLContext] = None,
+        server_hostname: Optional[str] = None,
+    ) -> "SocketTransport":
+        """Open a TCP connection (and the TLS handshake) within ``connect_timeout``."""
+        sock = socket.create_connection((host, port), timeout=connect_timeout)
+        try:
+            if sock.family in (socket.AF_INET, socket.AF_INET6):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if ssl_context is not None:
+                sock = ssl_context.wrap_socket(sock, server_hostname=server_hostname or host)
+        except BaseException:
+            sock.close()
+            raise
+        return cls(sock)
+
+    def send(self, data: memoryview) -> int:
+        try:
+            return self.sock.send(data)
+        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            return 0  # retried with the same bytes once writable again
+
+    def recv(self, size: int) -> Optional[bytes]:
+        try:
+            return self.sock.recv(size)
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return None  # e.g. a TLS 1.3 session ticket: no application data yet
+
+    def wait(self, read: bool, write: bool, timeout: Optional[float]) -> Tuple[bool, bool]:
+        if read and self._ssl and self.sock.pending():  # type: ignore[attr-defined]
+            return True, False  # decrypted bytes already buffered inside the SSL object
+        events = (selectors.EVENT_READ if read else 0) | (selectors.EVENT_WRITE if write else 0)
+        if events != self._events:
+            self._sel.modify(self.sock, events)
+            self._events = events
+        r = w = False
+        for _key, ev in self._sel.select(timeout):
+            r = r or bool(ev & selectors.EVENT_READ)
+            w = w or bool(ev & selectors.EVENT_WRITE)
+        return r, w
+
+    def close(self) -> None:
+        try:
+            self._sel.close()
+        finally:
+            self.sock.close()
+
+
+def _drive(t: Transport, reader: LineReader, batch: Batch, timeout: Optional[float]) -> None:
+    """Send the batch and read its replies, interleaved (a large pipeline cannot
+    deadlock on full socket buffers). Raises ConnectionError/TimeoutError/ProtocolError."""
+    data = memoryview(batch.data)
+    n = len(data)
+    sent = 0
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not batch.finished:
+        line = reader.next_line()
+        if line is not None:
+            batch.feed_line(line)
+            continue
+        remaining = None
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise errors.TimeoutError(f"no complete reply within {timeout}s "
+                                          f"({batch.remaining} outstanding)")
+        r, w = t.wait(True, sent < n, remaining)
+        if w and sent < n:
+            sent += t.send(data[sent : sent + _SEND_CHUNK])
+        if r:
+            chunk = t.recv(_RECV_SIZE)
+            if chunk is None:
+                continue
+            if not chunk:
+                raise errors.ConnectionError(
+                    f"connection closed by the server with {batch.remaining} "
+                    f"repl{'y' if batch.remaining == 1 else 'ies'} outstanding")
+            reader.feed(chunk)
+    if sent < n:
+        raise errors.ProtocolError("the server answered requests that were not completely sent")
+    if reader.buffered:
+        raise errors.ProtocolError(f"{reader.buffered} unexpected byte(s) after the last reply")
+
+
+def _check_idle(t: Transport) -> None:
+    """Before sending: an idle connection must have nothing to read. Bytes mean the
+    stream is out of sync (a stray reply); EOF means the server closed it."""
+    r, _ = t.wait(True, False, 0)
+    if r:
+        data = t.recv(_RECV_SIZE)
+        if data is None:
+            return  # protocol-level bytes only (TLS)
+        if data:
+            raise errors.ProtocolError("unexpected bytes received while no request was outstanding")
+        raise errors.ConnectionError("connection closed by the server")
+
+
+class Client:
+    """A blocking connection to a tablesocket (or HandlerSocket) listener.
+
+    Connects in the constructor. ``timeout`` bounds every call: sending a request (or
+    pipeline) and receiving all of its replies; ``connect_timeout`` (default:
+    ``timeout``) bounds the TCP connect and TLS handshake. ``None`` waits forever.
+
+    Pass ``ssl_context`` to use TLS (``server_hostname`` defaults to ``host``), and
+    ``auth`` (an :class:`~tablesocket.AuthMethod` or a shared secret) to authenticate
+    on every (re)connection.
+
+    After a :class:`~tablesocket.ConnectionError` (including timeouts and protocol
+    errors) the connection is closed; :meth:`reconnect` opens a new one and index
+    handles keep working (they are re-opened automatically). A client serialises
+    its calls with a lock, but share one between threads through a
+    :class:`~tablesocket.Pool` instead.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        timeout: Optional[float] = DEFAULT_TIMEOUT,
+        connect_timeout: Optional[float] = None,
+        ssl_context: Optional[ssl.SSLContext] = None,
+        server_hostname: Optional[str] = None,
+        auth: Union[AuthMethod, str, bytes, None] = None,
+        max_reply_size: int = DEFAULT_MAX_REPLY,
+        transport_factory: Optional[Callable[[], Transport]] = None,
+        connect: bool = True,
+    ) -> None:
+        for name, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or value <= 0):
+                raise ClientError(f"{name} must be a positive number or None")
+        if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
+            raise ClientError("ssl_context must be an ssl.SSLContext")
+        self.host = host
+        self.port = port
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout if connect_timeout is not None else timeout
+        self.ssl_context = ssl_context
+        self.server_hostname = server_hostname
+        self._auth = as_auth_method(auth) if auth is not None else None
+        self._transport_factory = transport_factory
+        self._transport: Optional[Transport] = None
+        self._reader = LineReader(max_reply_size)
+        self._session = Session()
+        self._lock = threading.RLock()
+        if connect:
+            self.connect()
+
+    # -- connection -----------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<tablesocket.Client {self.host}:{self.port} {state}>"
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._transport is None
+
+    def connect(self) -> None:
+        """Open the connection if it is closed (and authenticate if configured)."""
+        with self._lock:
+            if self._transport is not None:
+                return
+            where = f"connect to {self.host}:{self.port}"
+            try:
+                if self._transport_factory is not None:
+                    t = self._transport_factory()
+                else:
+                    t = SocketTransport.connect(
+                        self.host, self.port, connect_timeout=self.connect_timeout,
+                        ssl_context=self.ssl_context,
+                        server_hostname=self.server_hostname)
+            except TablesocketError:
+                raise
+            except Exception as e:
+                raise as_tablesocket_error(e, where) from e
+            self._transport = t
+            self._reader.clear()
+            self._session.new_connection()
+            if self._auth is not None:
+                try:
+                    self._run_auth(self._auth)
+                except BaseException:
+                    self.close()
+                    raise
+
+    def reconnect(self) -> None:
+        """Close the connection (if open) and open a new one."""
+        with self._lock:
+            self.close()
+            self.connect()
+
+    def close(self) -> None:
+        """Close the connection. Idempotent."""
+        t, self._transport = self._transport, None
+        self._reader.clear()
+        if t is not None:
+            try:
+                t.close()
+            except Exception:
+                pass
+
+    def healthy(self) -> bool:
+        """True if the connection is open and idle with nothing unexpected to read. A
+        connection the server closed (or that received stray bytes) is closed here and
+        reported unhealthy. Used by :class:`~tablesocket.Pool` before lending one."""
+        with self._lock:
+            t = self._transport
+            if t is None:
+                return False
+            try:
+                _check_idle(t)
+            except Exception:
+                self.close()
+                return False
+            return True
+
+    def auth(self, method: Union[AuthMethod, str, bytes]) -> None:
+        """Authenticate this connection: a secret (``str``/``bytes``) means
+        :class:`~tablesocket.SharedSecret` (HandlerSocket's ``A 1 <secret>``); other
+        methods are :class:`~tablesocket.AuthMethod` objects. On success the method is
+        remembered and replayed on reconnect. Raises :class:`~tablesocket.AuthError`."""
+        m = as_auth_method(method)
+        with self._lock:
+            self._require_open()
+            self._run_auth(m)
+            self._auth = m
+
+    def _run_auth(self, method: AuthMethod) -> None:
+        gen = method.exchange()
+        try:
+            line = next(gen)
+        except StopIteration:
+            return
+        while True:
+            op = Operation(Request(line, ReplyKind.RAW))
+            self._execute([op])
+            try:
+                line = gen.send(op.result.result())
+            except StopIteration:
+                return
+
+    # -- requests -------------------------------------------------------------------
+
+    def _require_open(self) -> Transport:
+        t = self._transport
+        if t is None:
+            raise errors.ConnectionError("the connection is closed (call reconnect())")
+        return t
+
+    def _execute(self, ops: Sequence[Operation]) -> None:
+        """Send ops in one write and fill their results. Raises only transport/protocol
+        errors (after closing the connection); per-request errors go to the results."""
+        with self._lock:
+            t = self._require_open()
+            batch = self._session.batch(ops)
+            try:
+                _check_idle(t)
+                _drive(t, self._reader, batch, self.timeout)
+            except TablesocketError as e:
+                self.close()
+                batch.fail(e)
+                raise
+            except Exception as e:
+                err = as_tablesocket_error(e, f"{self.host}:{self.port}")
+                self.close()
+                batch.fail(err)
+                raise err from e
+            except BaseException:  # KeyboardInterrupt etc.: the stream is out of sync
+                self.close()
+                batch.fail(errors.ConnectionError("interrupted; connection closed"))
+                raise
+
+    def _call(self, request: Request) -> Any:
+        op = Operation(request)
+        self._execute([op])
+        return op.result.result()
+
+    def _make_index(self, db: str, table: str, index: str,
+                    columns: Union[str, Sequence[str], None],
+                    filter_columns: Union[str, Sequence[str], None],
+                    decode: DecodeSpec) -> "Index":
+        if columns is None:
+            raise ClientError("open_index needs columns=[...] (the columns to read/write)")
+        spec = make_spec(db, table, index, columns, filter_columns)
+        return Index(self, self._session.index_id(spec), spec, decode)
+
+    def open_index(
+        self,
+        db: str,
+        table: str,
+        index: str = "PRIMARY",
+        columns: Union[str, Sequence[str], None] = None,
+        filter_columns: Union[str, Sequence[str], None] = None,
+        *,
+        decode: DecodeSpec = False,
+    ) -> "Index":
+        """Open ``db.table`` through ``index`` (``PRIMARY`` or an index name) for
+        ``columns``; ``filter_columns`` are the columns usable in filters.
+
+        Values come back as ``bytes`` unless ``decode`` says otherwise: ``True`` (UTF-8
+        ``str``), a codec name, a callable (e.g. ``int``), or a list with one such entry
+        per column. The client picks the index id; opening the same spec again on the
+        same connection costs no round trip. Raises :class:`~tablesocket.ServerError`
+        if the server cannot open it.
+        """
+        handle = self._make_index(db, table, index, columns, filter_columns, decode)
+        with self._lock:
+            self._require_open()
+            if handle.id not in self._session.opened:
+                self._call(self._session.open_request(handle.id))
+        return handle
+
+    def pipeline(self, *, raise_on_error: bool = True) -> "Pipeline":
+        """Collect requests and send them in one write; see :class:`Pipeline`."""
+        return Pipeline(self, raise_on_error)
+
+
+class Index(IndexBase):
+    """A handle on an opened index of a :class:`Client`. Rows are tuples in the order
+    of ``columns``; keys are values of the index's key parts, in order."""
+
+    _client: Client
+
+    def find(self, op: str, keys: Sequence[Value], limit: int = 1, offset: int = 0, *,
+             in_: InSpec = None, filters: Iterable[Filter] = ()) -> List[Row]:
+        """Rows whose key compares to ``keys`` by ``op`` (``= > >= < <=``), at most
+        ``limit`` after skipping ``offset``. ``in_=(key_pos, values)`` looks up each of
+        ``values`` at key part ``key_pos``; ``filters`` are :class:`Filter` clauses."""
+        return self._client._call(self._find_req(op, keys, limit, offset, in_, filters))  # type: ignore[no-any-return]
+
+    def get(self, keys: Sequence[Value]) -> Optional[Row]:
+        """The first row whose key equals ``keys``, or ``None``."""
+        rows = self.find("=", keys)
+        return rows[0] if rows else None
+
+    def last(self, prefix: Sequence[Value] = (), limit: int = 1, offset: int = 0, *,
+             filters: Iterable[Filter] = ()) -> List[Row]:
+        """tablesocket extension ``L``: the last ``limit`` rows whose leading key parts
+        equal ``prefix``, highest key first (not supported by HandlerSocket)."""
+        return self._client._call(self._last_req(prefix, limit, offset, filters))  # type: ignore[no-any-return]
+
+    def insert(self, values: Sequence[Value]) -> Optional[int]:
+        """Insert a row (values for the first ``len(values)`` opened columns; the rest
+        get their defaults). Returns the generated AUTO_INCREMENT id, or ``None``."""
+        return self._client._call(self._insert_req(values, "+"))  # type: ignore[no-any-return]
+
+    def upsert(self, values: Sequence[Value]) -> Optional[int]:
+        """tablesocket extension ``+=``: insert, or update the row with the same unique
+        key. Returns like :meth:`insert` (not supported by HandlerSocket)."""
+        return self._client._call(self._insert_req(values, "+="))  # type: ignore[no-any-return]
+
+    @overload
+    def update(self, op: str, keys: Sequence[Value], values: Sequence[Value], limit: int = ...,
+               offset: int = ..., *, in_: InSpec = ..., filters: Iterable[Filter] = ...,
+               returning: Literal[False] = ...) -> int: ...
+    @overload
+    def update(self, op: str, keys: Sequence[Value], values: Sequence[Value], limit: int = ...,
+               offset: int = ..., *, in_: InSpec = ..., filters: Iterable[Filter] = ...,
+               returning: Literal[True]) -> List[Row]: ...
+    def update(self, op: str, keys: Sequence[Value], values: Sequence[Value], limit: int = 1,
+               offset: int = 0, *, in_: InSpec = None, filters: Iterable[Filter] = (),
+               returning: bool = False) -> Union[int, List[Row]]:
+        """Set the opened columns of the matching rows to ``values`` (one per opened
+        column). Returns the number of rows changed, or with ``returning=True`` the rows
+        as they were before the change."""
+        return self._client._call(self._modify_req(  # type: ignore[no-any-return]
+            "U", op, keys, values, limit, offset, in_, filters, returning))
+
+    @overload
+    def increment(self, op: str, keys: Sequence[Value], values: Sequence[Value],
+                  limit: int = ..., offset: int = ..., *, in_: InSpec = ...,
+                  filters: Iterable[Filter] = ..., returning: Literal[False] = ...) -> int: ...
+    @overload
+    def increment(self, op: str, keys: Sequence[Value], values: Sequence[Value],
+                  limit: int = ..., offset: int = ..., *, in_: InSpec = ...,
+                  filters: Iterable[Filter] = ..., returning: Literal[True]) -> List[Row]: ...
+    def increment(self, op: str, keys: Sequence[Value], values: Sequence[Value],
+                  limit: int = 1, offset: int = 0, *, in_: InSpec = None,
+                  filters: Iterable[Filter] = (), returning: bool = False) -> Union[int, List[Row]]:
+        """Add ``values`` to the matching rows: one integer per opened column, ``None``
+        (or leaving trailing values out) to leave a column unchanged. Note that a 0 is
+        not a no-op for HandlerSocket on a non-numeric column (it stores the column's
+        numeric value). Returns the count, or the pre-image rows with ``returning=True``."""
+        return self._client._call(self._modify_req(  # type: ignore[no-any-return]
+            "+", op, keys, values, limit, offset, in_, filters, returning))
+
+    @overload
+    def decrement(self, op: str, keys: Sequence[Value], values: Sequence[Value],
+                  limit: int = ..., offset: int = ..., *, in_: InSpec = ...,
+                  filters: Iterable[Filter] = ..., returning: Literal[False] = ...) -> int: ...
+    @overload
+    def decrement(self, op: str, keys: Sequence[Value], values: Sequence[Value],
+                  limit: int = ..., offset: int = ..., *, in_: InSpec = ...,
+                  filters: Iterable[Filter] = ..., returning: Literal[True]) -> List[Row]: ...
+    def decrement(self, op: str, keys: Sequence[Value], values: Sequence[Value],
+                  limit: int = 1, offset: int = 0, *, in_: InSpec = None,
+                  filters: Iterable[Filter] = (), returning: bool = False) -> Union[int, List[Row]]:
+        """Subtract ``values`` from the matching rows (as :meth:`increment`;
+        HandlerSocket leaves a row unchanged if a column would change sign). Returns the
+        count, or the pre-image rows with ``returning=True``."""
+        return self._client._call(self._modify_req(  # type: ignore[no-any-return]
+            "-", op, keys, values, limit, offset, in_, filters, returning))
+
+    @overload
+    def delete(self, op: str, keys: Sequence[Value], limit: int = ..., offset: int = ..., *,
+               in_: InSpec = ..., filters: Iterable[Filter] = ...,
+               returning: Literal[False] = ...) -> int: ...
+    @overload
+    def delete(self, op: str, keys: Sequence[Value], limit: int = ..., offset: int = ..., *,
+               in_: InSpec = ..., filters: Iterable[Filter] = ...,
+               returning: Literal[True]) -> List[Row]: ...
+    def delete(self, op: str, keys: Sequence[Value], limit: int = 1, offset: int = 0, *,
+               in_: InSpec = None, filters: Iterable[Filter] = (),
+               returning: bool = False) -> Union[int, List[Row]]:
+        """Delete the matching rows. Returns the count, or the deleted rows with
+        ``returning=True``."""
+        return self._client._call(self._modify_req(  # type: ignore[no-any-return]
+            "D", op, keys, (), limit, offset, in_, filters, returning))
+
+
+class Pipeline(PipelineBase):
+    """Requests queued inside ``with client.pipeline() as p:`` are written in one go
+    when the block exits; the :class:`~tablesocket.Result` each method returned is then
+    filled in, in order. Example::
+
+        with client.pipeline() as p:
+            a = p.find(idx, "=", [1])
+            b = p.insert(idx, [2, "x"])
+        a.value, b.value
+
+    Per-request server errors land in their result; unless ``raise_on_error=False``
+    the first of them is also raised when the block exits (after all results are
+    filled). If the block raises, nothing is sent. A connection error closes the
+    connection, fails the unanswered results and propagates.
+    """
+
+    _client: Client
+
+    def __enter__(self) -> "Pipeline":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self._abort()
+            return
+        self.execute()
+
+    def execute(self) -> List[Any]:
+        """Send the queued requests now (``with`` does this on exit). Returns the
+        values, with the exception object in place of each failed request's value
+        (when ``raise_on_error=False``)."""
+        ops = self._begin_execute()
+        if ops:
+            self._client._execute(ops)
+        self._finish()
+        return [r.result() if r.exception() is None else r.exception() for r in self.results]

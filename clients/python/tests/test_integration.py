@@ -1,0 +1,362 @@
+"""Integration tests against a running server: tablesocket, or MariaDB's HandlerSocket.
+
+Environment:
+  TABLESOCKET_HS_HOST      listener address (default 127.0.0.1)
+  TABLESOCKET_HS_PORT_WR   the read-write port (required, else every test is skipped)
+  TABLESOCKET_SQL_SOCKET   the server's Unix socket, for creating tables with the mariadb
+                           CLI (required); TABLESOCKET_MARIADB_CLI overrides the binary
+  TABLESOCKET_EXTENSIONS=1 also run the tablesocket-only tests (ops L and +=)
+
+TS_HS_HOST, TS_HS_PORT_WR and TS_SQL_SOCKET (as set by
+`tests/integration/tsserver.py serve -- CMD`) are used when the TABLESOCKET_* names are unset.
+
+Each test creates its own tables in database `test` (names unique per run) and the
+session drops them at the end.
+"""
+
+import asyncio
+import itertools
+import os
+import shutil
+import subprocess
+import threading
+import time
+
+import pytest
+
+import tablesocket as ts
+from tablesocket import Filter
+
+
+def _env(name, default=None):
+    return os.environ.get(f"TABLESOCKET_{name}") or os.environ.get(f"TS_{name}") or default
+
+
+HOST = _env("HS_HOST", "127.0.0.1")
+PORT_WR = _env("HS_PORT_WR")
+SQL_SOCKET = _env("SQL_SOCKET")
+MARIADB = os.environ.get("TABLESOCKET_MARIADB_CLI", "mariadb")
+EXTENSIONS = os.environ.get("TABLESOCKET_EXTENSIONS") == "1"
+
+if not PORT_WR:
+    pytest.skip("integration tests need a server: set TABLESOCKET_HS_PORT_WR (and "
+                "TABLESOCKET_SQL_SOCKET, TABLESOCKET_HS_HOST)", allow_module_level=True)
+if not SQL_SOCKET:
+    pytest.skip("integration tests need TABLESOCKET_SQL_SOCKET (the server's Unix socket) "
+                "to create tables with the mariadb CLI", allow_module_level=True)
+if shutil.which(MARIADB) is None:
+    pytest.skip(f"integration tests need the {MARIADB!r} CLI to create tables",
+                allow_module_level=True)
+
+PORT = int(PORT_WR)
+DB = "test"
+extensions = pytest.mark.skipif(
+    not EXTENSIONS, reason="tablesocket extension (L, +=); set TABLESOCKET_EXTENSIONS=1")
+
+_RUN = f"{os.getpid()}_{int(time.time()) % 100000}"
+_counter = itertools.count()
+_created = []
+
+
+def sql(statement):
+    subprocess.run([MARIADB, f"--socket={SQL_SOCKET}", "-uroot", DB, "-e", statement],
+                   check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_tables_at_end():
+    yield
+    if _created:
+        # lock_wait_timeout: never hang if a listener still holds a table open
+        stmt = "SET SESSION lock_wait_timeout=5; " + " ".join(
+            f"DROP TABLE IF EXISTS `{t}`;" for t in _created)
+        try:
+            sql(stmt)
+        except (subprocess.SubprocessError, OSError):
+            pass
+
+
+def make_table(body, engine="InnoDB"):
+    name = f"pyclient_{_RUN}_{next(_counter)}"
+    sql(f"CREATE TABLE `{name}` ({body}) ENGINE={engine} DEFAULT CHARSET=utf8mb4")
+    _created.append(name)
+    return name
+
+
+USERS = ("id INT UNSIGNED NOT NULL PRIMARY KEY, name VARCHAR(64) NULL, "
+         "data VARBINARY(600) NULL, score INT NULL, UNIQUE KEY uk_name(name), KEY k_score(score)")
+# HandlerSocket (MariaDB 10.11) answers '1 1 167' to an explicit id in an AUTO_INCREMENT
+# column once ids were generated: tables with AUTO_INCREMENT only get generated ids here.
+USERS_AI = USERS.replace("NOT NULL PRIMARY KEY", "AUTO_INCREMENT PRIMARY KEY")
+EVENTS = "user INT NOT NULL, ts INT NOT NULL, what VARCHAR(32), PRIMARY KEY(user, ts)"
+
+
+@pytest.fixture
+def client():
+    c = ts.Client(HOST, PORT, timeout=10)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def users(client):
+    t = make_table(USERS)
+    return client.open_index(DB, t, "PRIMARY", ["id", "name", "data", "score"], ["score", "name"])
+
+
+def test_insert_returns_auto_increment_id(client):
+    idx = client.open_index(DB, make_table(USERS_AI), columns=["id", "name"])
+    assert idx.insert([None, "a"]) == 1
+    assert idx.insert([None, "b"]) == 2
+    assert idx.find(">=", [0], 10) == [(b"1", b"a"), (b"2", b"b")]
+    plain = client.open_index(DB, make_table(USERS), columns=["id", "name"])
+    assert plain.insert([5, "x"]) is None  # no AUTO_INCREMENT column: '0 1'
+
+
+def test_insert_find_and_values(users):
+    assert users.insert([1, "alice", b"\x00\x01\tbin\n", 10]) is None
+    assert users.insert([2, "bob", None, None]) is None
+    assert users.insert([3, "", b"", 0]) is None
+    assert users.insert([7, "héllo ☃", None, -5]) is None
+    assert users.find("=", [1]) == [(b"1", b"alice", b"\x00\x01\tbin\n", b"10")]
+    assert users.get([2]) == (b"2", b"bob", None, None)           # NULL vs
+    assert users.get([3]) == (b"3", b"", b"", b"0")               # empty string
+    assert users.get([99]) is None
+    assert users.find(">=", [2], limit=10) == [
+        (b"2", b"bob", None, None), (b"3", b"", b"", b"0"), (b"7", "héllo ☃".encode(), None, b"-5")]
+    assert [r[0] for r in users.find(">", [0], limit=2, offset=1)] == [b"2", b"3"]
+    assert [r[0] for r in users.find("<=", [7], limit=10)] == [b"7", b"3", b"2", b"1"]
+    assert [r[0] for r in users.find("<", [7], limit=1)] == [b"3"]
+
+
+def test_all_byte_values_round_trip(client, users):
+    blob = bytes(range(256)) * 2
+    users.insert([1, "blob", blob, None])
+    assert users.get([1])[2] == blob
+    for b in range(256):  # each byte value alone, as a value and as a key
+        users.update("=", [1], [1, "blob", bytes([b]), b])
+        assert users.get([1])[2:] == (bytes([b]), str(b).encode())
+    by_name = client.open_index(DB, users.table, "uk_name", ["id", "name"])
+    users.update("=", [1], [1, "\x01\x00\x0f\t\n", None, None])
+    assert by_name.get(["\x01\x00\x0f\t\n"]) == (b"1", b"\x01\x00\x0f\t\n")
+
+
+def test_decode(client):
+    t = make_table(USERS)
+    idx = client.open_index(DB, t, columns=["id", "name", "data", "score"],
+                            decode=[int, True, False, int])
+    idx.insert([1, "zoë", b"\xff", None])
+    assert idx.find("=", [1]) == [(1, "zoë", b"\xff", None)]
+    as_text = client.open_index(DB, t, columns=["data"], decode=True)
+    with pytest.raises(ts.ClientError):
+        as_text.find("=", [1])
+    assert idx.get([1]) == (1, "zoë", b"\xff", None)  # the connection is fine
+
+
+def test_modify(users):
+    for i in range(1, 6):
+        users.insert([i, f"u{i}", None, i * 10])
+    assert users.update("=", [1], [1, "one", b"x", 11]) == 1
+    assert users.get([1]) == (b"1", b"one", b"x", b"11")
+    assert users.update("=", [1], [1, "uno", None, 12], returning=True) == [
+        (b"1", b"one", b"x", b"11")]
+    assert users.update("=", [42], [42, "none", None, 0]) == 0
+    assert users.increment("=", [2], [None, None, None, 5]) == 1
+    assert users.increment("=", [2], [0, None, None, 1], returning=True) == [
+        (b"2", b"u2", None, b"25")]
+    assert users.get([2]) == (b"2", b"u2", None, b"26")
+    assert users.decrement("=", [3], [None, None, None, 4]) == 1
+    assert users.get([3])[3] == b"26"
+    assert users.decrement("=", [3], [None, None, None, 100]) == 0  # sign change: untouched
+    assert users.delete(">=", [4], limit=10) == 2
+    assert users.delete("=", [3], returning=True) == [(b"3", b"u3", None, b"26")]
+    assert [r[0] for r in users.find(">=", [0], limit=10)] == [b"1", b"2"]
+
+
+def test_filters_and_in(users):
+    for i in range(1, 11):
+        users.insert([i, f"u{i}", None, i % 3])
+    ids = lambda rows: [int(r[0]) for r in rows]  # noqa: E731
+    assert ids(users.find(">=", [0], 100, filters=[Filter("F", "=", 0, 0)])) == [3, 6, 9]
+    assert ids(users.find(">=", [0], 100, filters=[Filter("F", "!=", "score", 0),
+                                                   Filter("F", ">", "name", "u5")])) == [7, 8]
+    assert ids(users.find(">=", [0], 100, filters=[Filter("W", "<", 0, 2)])) == [1]
+    assert ids(users.find(">=", [0], 2, 1, filters=[Filter("F", "=", 0, 1)])) == [4, 7]
+    assert ids(users.find("=", [], 10, in_=(0, [9, 2, 42, 5]))) == [9, 2, 5]
+    assert ids(users.find("=", [], 10, in_=(0, [1, 2, 3]),
+                          filters=[Filter("F", ">", 0, 0)])) == [1, 2]
+    assert users.delete("=", [], 10, in_=(0, [1, 2])) == 2
+    assert users.increment("=", [], [None, None, None, 100], 10, in_=(0, [3, 4]),
+                           filters=[Filter("F", "=", 0, 0)]) == 1
+    assert users.get([3])[3] == b"100"
+
+
+def test_composite_key(client):
+    t = make_table(EVENTS)
+    ev = client.open_index(DB, t, "PRIMARY", ["user", "ts", "what"], decode=[int, int, True])
+    for user in (1, 2):
+        for ts_ in (10, 20, 30):
+            ev.insert([user, ts_, f"e{user}-{ts_}"])
+    assert ev.find("=", [1], limit=10) == [(1, 10, "e1-10"), (1, 20, "e1-20"), (1, 30, "e1-30")]
+    assert ev.find("=", [2, 20]) == [(2, 20, "e2-20")]
+    assert ev.find(">", [1, 20], limit=2) == [(1, 30, "e1-30"), (2, 10, "e2-10")]
+    assert ev.find("<", [2, 0], limit=1) == [(1, 30, "e1-30")]
+
+
+def test_server_errors(client, users):
+    with pytest.raises(ts.ServerError) as ei:
+        client.open_index(DB, "pyclient_no_such_table", columns=["a"])
+    assert ei.value.code == 1 and ei.value.message == "open_table"
+    with pytest.raises(ts.ServerError) as ei:
+        client.open_index(DB, users.table, columns=["no_such_column"])
+    assert ei.value.code == 2 and ei.value.message == "fld"
+    with pytest.raises(ts.ServerError) as ei:
+        client.open_index(DB, users.table, "no_such_index", ["id"])
+    assert ei.value.code == 2 and ei.value.message == "idxnum"
+    users.insert([1, "dup", None, None])
+    with pytest.raises(ts.ServerError) as ei:
+        users.insert([2, "dup", None, None])
+    assert ei.value.code == 1 and ei.value.is_duplicate_key
+    with pytest.raises(ts.ServerError) as ei:
+        users.find("=", [1, 2])  # more key parts than the index has
+    assert ei.value.code == 2 and ei.value.message == "kpnum"
+    assert users.get([1]) == (b"1", b"dup", None, None)  # still in sync
+    assert not client.closed
+
+
+def test_auth_with_wrong_secret_is_refused(client, users):
+    with pytest.raises(ts.AuthError) as ei:
+        client.auth("definitely-not-the-secret")
+    assert ei.value.code == 3
+    assert not client.closed
+
+
+def test_pipeline(client, users):
+    with client.pipeline(raise_on_error=False) as p:
+        ins = [p.insert(users, [i, f"p{i}", None, i]) for i in range(1, 101)]
+        dup = p.insert(users, [500, "p5", None, 0])
+        upd = p.update(users, "=", [1], [1, "first", None, 0])
+        rows = p.find(users, ">=", [0], 1000)
+        dele = p.delete(users, ">", [90], 100, returning=True)
+    assert [r.value for r in ins] == [None] * 100
+    assert dup.exception().is_duplicate_key
+    assert upd.value == 1
+    assert len(rows.value) == 100 and rows.value[0][1] == b"first"
+    assert [int(r[0]) for r in dele.value] == list(range(91, 101))
+    assert len(users.find(">=", [0], 1000)) == 90
+
+
+def test_pipeline_open_and_many_finds(client):
+    t = make_table(USERS)
+    with client.pipeline() as p:
+        idx = p.open_index(DB, t, columns=["id", "name"], decode=True)
+        for i in range(1, 2001):
+            p.insert(idx, [i, f"n{i}"])
+    with client.pipeline() as p:
+        got = [p.find(idx, "=", [i]) for i in range(1, 2001)]
+    assert all(r.value == [(str(i), f"n{i}")] for i, r in zip(range(1, 2001), got))
+
+
+def test_reconnect_reopens_indexes(client, users):
+    users.insert([1, "x", None, None])
+    client.reconnect()
+    assert users.get([1]) == (b"1", b"x", None, None)
+    client.close()
+    with pytest.raises(ts.ConnectionError):
+        users.get([1])
+    client.connect()
+    assert users.get([1]) == (b"1", b"x", None, None)
+
+
+def test_async_client():
+    t = make_table(USERS_AI)
+
+    async def main():
+        async with ts.AsyncClient(HOST, PORT, timeout=10) as c:
+            idx = await c.open_index(DB, t, columns=["id", "name", "data", "score"],
+                                     decode=[int, True, False, int])
+            ids = await asyncio.gather(*(idx.insert([None, f"a{i}", None, i]) for i in range(200)))
+            assert len(set(ids)) == 200 and all(isinstance(i, int) for i in ids)
+            rows = await asyncio.gather(*(idx.get([i]) for i in ids))
+            assert [r[1] for r in rows] == [f"a{i}" for i in range(200)]
+            first, last = min(ids), sorted(ids)[100]
+            async with c.pipeline(raise_on_error=False) as p:
+                a = p.update(idx, "=", [first], [first, "A", b"\x00", 1], returning=True)
+                b = p.insert(idx, [None, "A", None, None])
+                d = p.delete(idx, ">=", [last], 1000)
+            assert a.value[0][1] == "a0" and b.exception().is_duplicate_key and d.value == 100
+            with pytest.raises(ts.ServerError):
+                await c.open_index(DB, "pyclient_no_such_table", columns=["a"])
+            assert await idx.get([first]) == (first, "A", b"\x00", 1)
+
+    asyncio.run(main())
+
+
+def test_pool_threads():
+    t = make_table(USERS)
+    errors = []
+    with ts.Pool(HOST, PORT, size=4, timeout=10) as pool:
+        def worker(w):
+            try:
+                for i in range(50):
+                    with pool.connection() as c:
+                        idx = c.open_index(DB, t, columns=["id", "name"], decode=True)
+                        key = w * 1000 + i + 1
+                        idx.insert([key, f"w{key}"])
+                        assert idx.get([key]) == (str(key), f"w{key}")
+            except Exception as e:  # pragma: no cover
+                errors.append(e)
+
+        threads = [threading.Thread(target=worker, args=(w,)) for w in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert pool.total <= 4
+    assert not errors
+
+
+# ---- tablesocket extensions ------------------------------------------------------------------
+
+
+@extensions
+def test_last(client):
+    t = make_table(EVENTS)
+    ev = client.open_index(DB, t, "PRIMARY", ["user", "ts", "what"], ["what"],
+                           decode=[int, int, True])
+    for user in (1, 2, 3):
+        for ts_ in (10, 20, 30, 40):
+            ev.insert([user, ts_, f"e{user}-{ts_}"])
+    assert ev.last([2], 2) == [(2, 40, "e2-40"), (2, 30, "e2-30")]
+    assert ev.last([2], 2, 1) == [(2, 30, "e2-30"), (2, 20, "e2-20")]
+    assert ev.last([2], 100) == [(2, t_, f"e2-{t_}") for t_ in (40, 30, 20, 10)]
+    assert ev.last([2]) == [(2, 40, "e2-40")]
+    assert ev.last([9], 5) == []
+    assert ev.last([3], 10, filters=[Filter("F", "!=", 0, "e3-30")]) == [
+        (3, 40, "e3-40"), (3, 20, "e3-20"), (3, 10, "e3-10")]
+    assert ev.last([1], 10, filters=[Filter("W", ">", 0, "e1-25")]) == [
+        (1, 40, "e1-40"), (1, 30, "e1-30")]
+    with client.pipeline() as p:
+        r = [p.last(ev, [u], 1) for u in (1, 2, 3)]
+    assert [x.value for x in r] == [[(u, 40, f"e{u}-40")] for u in (1, 2, 3)]
+
+
+@extensions
+def test_upsert_auto_increment(client):
+    idx = client.open_index(DB, make_table(USERS_AI), columns=["id", "name", "score"])
+    first = idx.upsert([None, "u", 1])
+    assert isinstance(first, int)
+    idx.upsert([first, "u", 2])
+    assert idx.find(">=", [0], 10) == [(str(first).encode(), b"u", b"2")]
+
+
+@extensions
+def test_upsert(client, users):
+    assert users.upsert([1, "carol", b"v1", 1]) is None
+    assert users.upsert([2, "dave", None, 2]) is None
+    users.upsert([1, "carol", b"v2", 5])  # same primary key: update
+    assert users.get([1]) == (b"1", b"carol", b"v2", b"5")
+    by_name = client.open_index(DB, users.table, "uk_name", ["name", "score"])
+    by_name.upsert(["dave", 9])  # same unique key: update
+    assert users.get([2]) == (b"2", b"dave", None, b"9")
+    assert len(users.find(">=", [0], 10)) == 2

@@ -1,0 +1,121 @@
+/* Internal to store/: the MariaDB-backed Store, split over mariadb_store.cc (tables, reads,
+   batches) and mariadb_store_write.cc (writes). Includes server headers. */
+#ifndef TABLESOCKET_STORE_MARIADB_STORE_H
+#define TABLESOCKET_STORE_MARIADB_STORE_H
+
+#include "store/server_incl.h"
+
+#include <chrono>
+#include <deque>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/stats.h"
+#include "store/store.h"
+
+/* Defined in sql/sql_class.cc (used by InnoDB's purge threads); not declared in a header. */
+MYSQL_THD create_thd();
+void destroy_thd(MYSQL_THD thd);
+
+namespace tablesocket {
+
+/* Result codes of Mariadb_store::modify_row besides handler errors (> 0). */
+constexpr int kRowSkipped = -1;  // '-' would change the sign: the row is left as it is
+constexpr int kBadValue = -2;    // a value SQL would reject; its message is in last_error_
+
+struct Table_slot {
+  std::string db, name;
+  TABLE *table = nullptr;
+  MDL_request mdl_request;
+  MYSQL_LOCK *lock = nullptr;
+  bool for_write = false;
+  bool locked = false;       // locked in the current batch
+  bool in_use = false;       // slot allocated (else on the free list)
+  uint64_t generation = 0;   // bumped on every (re)open
+  uint32_t refs = 0;         // Open_index objects pointing here
+};
+
+class Mariadb_store final : public Store {
+ public:
+  explicit Mariadb_store(Counters &c) : counters_(c) {}
+  ~Mariadb_store() override;
+  /* Attaches a new THD to the calling thread; false (logged) if that fails. */
+  bool attach(const char *thread_name, const char *charset);
+
+  Store_status open_index(const Index_spec &spec, Open_index &out) override;
+  Store_status find(Open_index &idx, const Find_request &req, Row_sink &sink) override;
+  Store_status insert(Open_index &idx, const Datum *values, uint32_t n, bool upsert,
+                      Insert_result *result) override;
+  Store_status modify(Open_index &idx, const Find_request &req, const Modify_request &mod,
+                      Row_sink &sink, uint64_t *modified) override;
+  void end_batch() override;
+  bool batch_lost_writes() const override { return batch_lost_writes_; }
+  void yield_to_ddl() override;
+  bool killed() override;
+  size_t open_table_count() const override { return open_tables_; }
+
+ protected:
+  void release_slot(uint32_t slot) override;
+
+ private:
+  /* ---- tables (mariadb_store.cc) ---- */
+  Store_status ensure_open(Table_slot &s);
+  Store_status ensure_locked(uint32_t slot_no);
+  Store_status resolve(Table_slot &s, Open_index &idx);
+  void close_slot(Table_slot &s);
+  /* Opens, resolves and locks idx's table for one request and starts its statement. */
+  Store_status prepare_request(Open_index &idx, enum_sql_command command, TABLE **table);
+  void set_no_wait_row_locks();
+  void clear_diagnostics();
+
+  /* ---- reads (mariadb_store.cc) ---- */
+  void build_key(TABLE *t, KEY &k, const Find_request &req, uint32_t in_index, uint *key_len);
+  void emit_row(TABLE *t, const Open_index &idx, Row_sink &sink);
+  Store_status prepare_filters(TABLE *t, const Open_index &idx, const Find_request &req);
+  int check_filters(TABLE *t, const Open_index &idx, const Find_request &req);
+  /* The HandlerSocket scan loop shared by find and modify: visits matching rows, emitting them to
+     sink (if any) and applying mod (if any) to each; *count gets the rows visited. */
+  Store_status scan(Open_index &idx, const Find_request &req, Row_sink *sink, const Modify_request *mod,
+                    uint64_t *count);
+
+  /* ---- writes (mariadb_store_write.cc) ---- */
+  Store_status begin_write(Table_slot &s, enum_sql_command command);
+  /* Ends a write statement: keeps (ok) or rolls back its changes. False if keeping failed. */
+  bool end_write(Table_slot &s, bool ok);
+  Store_status store_value(Field *f, const Datum &v);
+  Store_status failed_write(Table_slot &s, int handler_error);
+  Store_status commit_failed();
+  Store_status upsert_existing(TABLE *t, const Open_index &idx, const Datum *values, uint32_t n,
+                               int dup_error, Insert_result *result);
+  int modify_row(TABLE *t, const Open_index &idx, const Modify_request &mod);
+  bool halloween_risk(TABLE *t, const Open_index &idx, const Modify_request &mod) const;
+
+  Counters &counters_;
+  THD *thd_ = nullptr;
+  bool thread_inited_ = false;
+  CHARSET_INFO *client_cs_ = &my_charset_bin;
+
+  std::deque<Table_slot> slots_;  // deque: slots never move (MDL_request is not movable)
+  std::vector<uint32_t> free_slots_;
+  std::unordered_map<std::string, uint32_t> by_name_;
+  std::vector<uint32_t> locked_slots_;
+  size_t open_tables_ = 0;
+
+  /* the batch: one transaction; each write request is one statement inside it */
+  bool in_batch_ = false;
+  bool batch_wrote_ = false;
+  bool batch_lost_writes_ = false;
+  MDL_request backup_request_;  // MDL_BACKUP_DML while the batch writes (FTWRL waits for it)
+  bool backup_locked_ = false;
+  std::string last_error_;
+
+  std::vector<uchar> key_buf_, filter_buf_, refs_;
+  std::vector<uint32_t> filter_offsets_;
+  char val_buf_[MAX_FIELD_WIDTH];
+  String conv_buf_;
+};
+
+
+}  // namespace tablesocket
+#endif

@@ -1,0 +1,275 @@
+/* Writes: insert, upsert and find_modify (update, increment, decrement, delete).
+
+   Each write request is one statement inside the batch's transaction: on any error the statement
+   is rolled back (its row changes and its binlog events) and only that request fails. Rows are
+   logged to the binary log as row events whatever binlog_format says, with the written table
+   exposed through thd->lock so table maps are written (the gap that silently stopped
+   HandlerSocket's writes from replicating). Values are stored as SQL stores a text literal under
+   the server's sql_mode, and columns not given get their real defaults, including
+   DEFAULT CURRENT_TIMESTAMP and ON UPDATE CURRENT_TIMESTAMP. */
+#include "store/mariadb_store.h"
+
+#include <cstdlib>
+
+#include "sql_cache.h"
+#include "sql_update.h"  // compare_record()
+
+namespace tablesocket {
+namespace {
+
+long long parse_ll(const Datum &v) {
+  /* HandlerSocket's increment operand: a decimal integer; garbage reads as 0 like atoll. */
+  char buf[32];
+  size_t n = v.len < sizeof buf - 1 ? v.len : sizeof buf - 1;
+  memcpy(buf, v.ptr, n);
+  buf[n] = 0;
+  return strtoll(buf, nullptr, 10);
+}
+
+}  // namespace
+
+Store_status Mariadb_store::begin_write(Table_slot &s, enum_sql_command command) {
+  if (opt_readonly) return Store_status::of(Store_errc::server_read_only);
+  if (!backup_locked_) {
+    /* The protection DML takes against FLUSH TABLES WITH READ LOCK and BACKUP STAGE, held until the
+       batch commits. Only tried: a backup in progress parks the request. */
+    MDL_REQUEST_INIT(&backup_request_, MDL_key::BACKUP, "", "", MDL_BACKUP_DML, MDL_EXPLICIT);
+    if (thd_->mdl_context.try_acquire_lock(&backup_request_)) {
+      clear_diagnostics();
+      return Store_status::of(Store_errc::lock_failed);
+    }
+    if (!backup_request_.ticket) return Store_status::of(Store_errc::table_busy);
+    backup_locked_ = true;
+  }
+  thd_->set_query_id(next_query_id());
+  thd_->set_time();  // CURRENT_TIMESTAMP defaults and the binlog event time
+  thd_->lock = s.lock;  // binlog_write_table_maps() finds the written table here
+  thd_->set_current_stmt_binlog_format_row();
+  thd_->reset_binlog_for_next_statement();
+  s.table->file->prepare_for_row_logging();
+  thd_->count_cuted_fields = CHECK_FIELD_ERROR_FOR_NULL;
+  thd_->cuted_fields = 0;
+  thd_->abort_on_warning = thd_->is_strict_mode();
+  (void)command;
+  return {};
+}
+
+bool Mariadb_store::end_write(Table_slot &s, bool ok) {
+  if (ok && (thd_->binlog_flush_pending_rows_event(true) || trans_commit_stmt(thd_))) {
+    last_error_ = thd_->get_stmt_da()->is_error() ? thd_->get_stmt_da()->message() : "statement failed";
+    ok = false;
+  }
+  if (!ok) trans_rollback_stmt(thd_);
+  handler *h = s.table->file;
+  h->row_logging = h->row_logging_init = 0;
+  thd_->reset_binlog_for_next_statement();
+  thd_->lock = nullptr;
+  thd_->count_cuted_fields = CHECK_FIELD_IGNORE;
+  thd_->abort_on_warning = false;
+  if (thd_->transaction_rollback_request) {
+    /* The engine rolled back the whole transaction (e.g. a deadlock): every write this batch already
+       answered is gone. Start over in a fresh transaction; the worker closes the connections whose
+       answers would now be false. */
+    trans_rollback(thd_);
+    thd_->transaction_rollback_request = false;
+    batch_lost_writes_ = batch_lost_writes_ || batch_wrote_;
+    thd_->variables.option_bits |= OPTION_BEGIN;
+    thd_->server_status |= SERVER_STATUS_IN_TRANS;
+  }
+  if (ok) {
+    batch_wrote_ = true;
+    query_cache_invalidate3(thd_, s.table, 1);
+  }
+  clear_diagnostics();
+  return ok;
+}
+
+Store_status Mariadb_store::store_value(Field *f, const Datum &v) {
+  if (v.is_null()) {
+    if (f->real_maybe_null())
+      f->set_null();
+    else if (set_field_to_null_with_conversions(f, false) && !thd_->is_error())
+      my_error(ER_BAD_NULL_ERROR, MYF(0), f->field_name.str);  // NOT NULL: AUTO_INCREMENT/TIMESTAMP rules or an error
+  } else {
+    f->set_notnull();
+    f->store(v.ptr, v.len, client_cs_);
+  }
+  f->set_has_explicit_value();
+  if (thd_->is_error()) {
+    last_error_ = thd_->get_stmt_da()->message();
+    Store_status st = Store_status::of(Store_errc::bad_value);
+    st.message = last_error_;
+    return st;
+  }
+  return {};
+}
+
+Store_status Mariadb_store::commit_failed() {
+  Store_status st = Store_status::of(Store_errc::commit_failed);
+  st.message = last_error_;
+  return st;
+}
+
+Store_status Mariadb_store::failed_write(Table_slot &s, int handler_error) {
+  if (handler_error == kBadValue) {
+    std::string msg = last_error_;
+    end_write(s, false);
+    last_error_ = msg;
+    Store_status st = Store_status::of(Store_errc::bad_value);
+    st.message = last_error_;
+    return st;
+  }
+  end_write(s, false);
+  if (handler_error == HA_ERR_LOCK_WAIT_TIMEOUT || handler_error == HA_ERR_LOCK_DEADLOCK)
+    return Store_status::of(Store_errc::row_locked);  // retried later; the worker goes on meanwhile
+  return Store_status::of(Store_errc::handler_error, handler_error);
+}
+
+Store_status Mariadb_store::insert(Open_index &idx, const Datum *values, uint32_t n, bool upsert,
+                                   Insert_result *result) {
+  TABLE *t;
+  Store_status st = prepare_request(idx, SQLCOM_INSERT, &t);
+  if (!st.ok()) return st;
+  if (n > idx.columns_.size()) return Store_status::of(Store_errc::too_many_values);
+  Table_slot &s = slots_[idx.slot_];
+  st = begin_write(s, SQLCOM_INSERT);
+  if (!st.ok()) return st;
+  handler *h = t->file;
+  restore_record(t, s->default_values);  // t->s->default_values: every column at its default
+  t->reset_default_fields();
+  t->next_number_field = t->found_next_number_field;
+  int r = 0;
+  for (uint32_t i = 0; i < n && !r; ++i)
+    if (!store_value(t->field[idx.columns_[i]], values[i]).ok()) r = kBadValue;
+  if (!r && t->default_field && t->update_default_fields(false)) r = kBadValue;
+  if (!r && t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) r = kBadValue;
+  if (r == kBadValue && last_error_.empty() && thd_->get_stmt_da()->is_error())
+    last_error_ = thd_->get_stmt_da()->message();
+  if (!r && t->versioned()) t->vers_update_fields();
+  if (!r) {
+    if (upsert) h->extra(HA_EXTRA_INSERT_WITH_UPDATE);  // exclusive lock on a duplicate row
+    r = h->ha_write_row(t->record[0]);
+    result->has_insert_id = t->found_next_number_field != nullptr;
+    result->insert_id = h->insert_id_for_cur_row;
+    if (upsert && (r == HA_ERR_FOUND_DUPP_KEY || r == HA_ERR_FOUND_DUPP_UNIQUE)) {
+      t->next_number_field = nullptr;
+      st = upsert_existing(t, idx, values, n, r, result);
+      r = st.ok() ? 0 : (st.errc == Store_errc::bad_value ? kBadValue : st.handler_error ? st.handler_error : HA_ERR_GENERIC);
+    }
+    if (upsert) h->extra(HA_EXTRA_NO_IGNORE_DUP_KEY);
+  }
+  t->next_number_field = nullptr;
+  h->ha_release_auto_increment();
+  if (r) return failed_write(s, r);
+  if (!end_write(s, true)) return commit_failed();
+  counters_.add(counters_.rows_written);
+  return {};
+}
+
+Store_status Mariadb_store::upsert_existing(TABLE *t, const Open_index &idx, const Datum *values, uint32_t n,
+                                            int dup_error, Insert_result *result) {
+  handler *h = t->file;
+  uint key_nr = h->get_dup_key(dup_error);
+  if (key_nr >= t->s->keys) return Store_status::of(Store_errc::handler_error, dup_error);
+  KEY &k = t->key_info[key_nr];
+  if (key_buf_.size() < k.key_length + 8) key_buf_.resize(k.key_length + 8);
+  key_copy(key_buf_.data(), t->record[0], &k, 0);
+  if (int e = h->ha_index_read_idx_map(t->record[1], key_nr, key_buf_.data(), HA_WHOLE_KEY, HA_READ_KEY_EXACT))
+    return Store_status::of(Store_errc::handler_error, e);
+  /* The existing row with the given columns replaced; the others keep their values. */
+  restore_record(t, record[1]);
+  t->reset_default_fields();
+  for (uint32_t i = 0; i < n; ++i) {
+    Store_status st = store_value(t->field[idx.columns_[i]], values[i]);
+    if (!st.ok()) return st;
+  }
+  if (t->found_next_number_field) result->insert_id = uint64_t(t->found_next_number_field->val_int());
+  if (!compare_record(t)) return {};
+  if (t->default_field) t->evaluate_update_default_function();
+  if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return Store_status::of(Store_errc::bad_value);
+  int e = h->ha_update_row(t->record[1], t->record[0]);
+  if (e && e != HA_ERR_RECORD_IS_THE_SAME) return Store_status::of(Store_errc::handler_error, e);
+  return {};
+}
+
+bool Mariadb_store::halloween_risk(TABLE *t, const Open_index &idx, const Modify_request &mod) const {
+  /* Does the change touch a column the walked index is ordered by (including the primary key, which
+     InnoDB appends to every secondary index)? */
+  auto in_key = [&](uint key_nr, uint16_t field_nr) {
+    const KEY &k = t->key_info[key_nr];
+    for (uint p = 0; p < k.user_defined_key_parts; ++p)
+      if (k.key_part[p].fieldnr == field_nr + 1u) return true;
+    return false;
+  };
+  for (uint32_t i = 0; i < mod.nvalues && i < idx.columns_.size(); ++i) {
+    uint16_t f = idx.columns_[i];
+    if (in_key(idx.index_no_, f)) return true;
+    if (t->s->primary_key < MAX_KEY && in_key(t->s->primary_key, f)) return true;
+  }
+  return false;
+}
+
+int Mariadb_store::modify_row(TABLE *t, const Open_index &idx, const Modify_request &mod) {
+  handler *h = t->file;
+  if (mod.op == Modify_op::remove) return h->ha_delete_row(t->record[0]);
+  store_record(t, record[1]);
+  t->reset_default_fields();
+  const uint32_t n = mod.nvalues < idx.columns_.size() ? mod.nvalues : uint32_t(idx.columns_.size());
+  for (uint32_t i = 0; i < n; ++i) {
+    Field *f = t->field[idx.columns_[i]];
+    const Datum &v = mod.values[i];
+    if (mod.op == Modify_op::update) {
+      if (!store_value(f, v).ok()) return kBadValue;
+      continue;
+    }
+    /* increment / decrement, HandlerSocket's rules: NULL columns and NULL operands are left alone,
+       and a decrement that would flip the sign leaves the whole row unchanged. */
+    if (f->is_null() || v.is_null()) continue;
+    const long long pval = f->val_int(), llv = parse_ll(v);
+    long long nval;
+    if (mod.op == Modify_op::increment) {
+      nval = pval + llv;
+    } else {
+      nval = pval - llv;
+      if ((pval < 0 && nval > 0) || (pval > 0 && nval < 0)) {
+        restore_record(t, record[1]);
+        return kRowSkipped;
+      }
+    }
+    f->store(nval, false);
+    f->set_has_explicit_value();
+    if (thd_->is_error()) {
+      last_error_ = thd_->get_stmt_da()->message();
+      return kBadValue;
+    }
+  }
+  if (!compare_record(t)) return 0;  // unchanged: counted as modified, as HandlerSocket does
+  if (t->default_field) t->evaluate_update_default_function();
+  if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return kBadValue;
+  int r = h->ha_update_row(t->record[1], t->record[0]);
+  return r == HA_ERR_RECORD_IS_THE_SAME ? 0 : r;
+}
+
+Store_status Mariadb_store::modify(Open_index &idx, const Find_request &req, const Modify_request &mod,
+                                   Row_sink &sink, uint64_t *modified) {
+  TABLE *t;
+  Store_status st = prepare_request(idx, mod.op == Modify_op::remove ? SQLCOM_DELETE : SQLCOM_UPDATE, &t);
+  if (!st.ok()) return st;
+  if (mod.op != Modify_op::remove && mod.nvalues > idx.columns_.size())
+    return Store_status::of(Store_errc::too_many_values);
+  Table_slot &s = slots_[idx.slot_];
+  st = begin_write(s, SQLCOM_UPDATE);
+  if (!st.ok()) return st;
+  last_error_.clear();
+  st = scan(idx, req, mod.returns_rows ? &sink : nullptr, &mod, modified);
+  if (!st.ok()) {
+    if (st.errc == Store_errc::handler_error) return failed_write(s, st.handler_error);
+    end_write(s, false);
+    return st;
+  }
+  if (!end_write(s, true)) return commit_failed();
+  counters_.add(counters_.rows_written, *modified);
+  return {};
+}
+
+}  // namespace tablesocket
