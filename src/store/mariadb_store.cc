@@ -440,7 +440,8 @@ Store_status Mariadb_store::prepare_filters(TABLE *t, const Open_index &idx, con
   for (uint32_t i = 0; i < req.nfilters; ++i) {
     if (req.filters[i].column >= idx.filter_columns_.size())
       return Store_status::of(Store_errc::bad_filter_column);
-    if (t->field[idx.filter_columns_[req.filters[i].column]]->flags & BLOB_FLAG)
+    /* A NULL operand needs no comparison, so it works on BLOB/TEXT columns too. */
+    if ((t->field[idx.filter_columns_[req.filters[i].column]]->flags & BLOB_FLAG) && !req.filters[i].value.is_null())
       return Store_status::of(Store_errc::filter_on_blob);
   }
   if (!req.nfilters) return {};
@@ -448,7 +449,7 @@ Store_status Mariadb_store::prepare_filters(TABLE *t, const Open_index &idx, con
   filter_offsets_.resize(req.nfilters);
   size_t total = 1;  // Field_medium::cmp() may read one byte past the value
   for (uint32_t i = 0; i < req.nfilters; ++i)
-    total += t->field[idx.filter_columns_[req.filters[i].column]]->pack_length();
+    if (!req.filters[i].value.is_null()) total += t->field[idx.filter_columns_[req.filters[i].column]]->pack_length();
   if (filter_buf_.size() < total) filter_buf_.resize(total);
   size_t pos = 0;
   for (uint32_t i = 0; i < req.nfilters; ++i) {
