@@ -10,7 +10,11 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
+#include <chrono>
+
+#include "common/clock.h"
 #include "net/worker.h"
+#include "store/server_log.h"
 
 namespace tablesocket {
 
@@ -133,7 +137,18 @@ void Server::accept_ready(Port &p) {
     int fd = accept4(p.fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      return;  // EAGAIN, or EMFILE and friends: try again on the next readiness
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        /* Out of descriptors or memory: the listener stays readable, so back off instead of
+           spinning, and say so (at most once a minute). */
+        uint64_t now = monotonic_ms();
+        if (now - last_accept_error_log_ms_ >= 60000) {
+          last_accept_error_log_ms_ = now;
+          log_warning("cannot accept on the %s port: %s (raise open_files_limit or lower "
+                      "tablesocket_max_connections)", p.name.c_str(), strerror(errno));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      return;  // EAGAIN: nothing more to accept
     }
     acceptor_counters_.add(acceptor_counters_.connections_total);
     if (live_connections.load(std::memory_order_relaxed) >= int64_t(cfg_.max_connections)) {

@@ -61,6 +61,7 @@ class Server {
   Fd accept_epoll_, accept_wake_;
   std::thread acceptor_;
   std::atomic<bool> stopping_{false};
+  uint64_t last_accept_error_log_ms_ = 0;
   bool started_ = false;
 
  public:

@@ -75,6 +75,10 @@ bool Mariadb_store::attach(const char *thread_name, const char *charset) {
   thd_->security_ctx->skip_grants();
   thd_->proc_info = thread_name;
   thd_->variables.option_bits |= OPTION_BIN_LOG;
+  /* Table-level locks (MyISAM and other non-InnoDB engines) are the one wait a worker cannot
+     avoid; bound it so that a conflicting LOCK TABLES costs a request an error, not the worker
+     its liveness. Metadata and row locks are only tried, never waited for. */
+  thd_->variables.lock_wait_timeout = 2;
   lex_start(thd_);
   client_cs_ = get_charset_by_csname(charset, MY_CS_PRIMARY, MYF(0));
   if (!client_cs_) {
