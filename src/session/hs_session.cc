@@ -65,6 +65,7 @@ Hs_session::Exec Hs_session::reply_error(const Store_status &st, Byte_buffer &ou
     case Store_errc::too_many_indexes: msg = "toomanyindexes"; break;
     case Store_errc::server_shutdown: code = 1; msg = "shutdown"; break;
     case Store_errc::too_many_values: msg = "toomanyvalues"; break;
+    case Store_errc::bad_merge: msg = "merge"; break;
     case Store_errc::server_read_only: code = 1; msg = "read_only"; break;
     case Store_errc::bad_value:
     case Store_errc::commit_failed: {
@@ -218,6 +219,8 @@ bool Hs_session::to_find_request(const hs::Exec_request &r, Find_request *fr) {
     case hs::Exec_op::lt: fr->op = Find_op::lt; break;
     case hs::Exec_op::le: fr->op = Find_op::le; break;
     case hs::Exec_op::last_prefix: fr->op = Find_op::last_prefix; break;
+    case hs::Exec_op::merge_desc: fr->op = Find_op::merge_desc; break;
+    case hs::Exec_op::merge_asc: fr->op = Find_op::merge_asc; break;
     default: return false;
   }
   fr->keys = r.keys;

@@ -498,7 +498,10 @@ Store_status Mariadb_store::find(Open_index &idx, const Find_request &req, Row_s
   Store_status st = prepare_request(idx, SQLCOM_SELECT, &t);
   if (!st.ok()) return st;
   uint64_t rows = 0;
-  st = scan(idx, req, &sink, nullptr, &rows);
+  if (req.op == Find_op::merge_desc || req.op == Find_op::merge_asc)
+    st = merge(idx, req, sink, &rows);
+  else
+    st = scan(idx, req, &sink, nullptr, &rows);
   if (st.ok()) counters_.add(counters_.rows_read, rows);
   return st;
 }

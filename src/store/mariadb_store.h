@@ -79,6 +79,9 @@ class Mariadb_store final : public Store {
   Store_status scan(Open_index &idx, const Find_request &req, Row_sink *sink, const Modify_request *mod,
                     uint64_t *count);
 
+  /* ---- k-way merge over groups (mariadb_store_merge.cc) ---- */
+  Store_status merge(Open_index &idx, const Find_request &req, Row_sink &sink, uint64_t *count);
+
   /* ---- writes (mariadb_store_write.cc) ---- */
   Store_status begin_write(Table_slot &s, enum_sql_command command);
   /* Ends a write statement: keeps (ok) or rolls back its changes. False if keeping failed. */

@@ -252,6 +252,7 @@ int Mariadb_store::modify_row(TABLE *t, const Open_index &idx, const Modify_requ
 
 Store_status Mariadb_store::modify(Open_index &idx, const Find_request &req, const Modify_request &mod,
                                    Row_sink &sink, uint64_t *modified) {
+  if (req.op == Find_op::merge_desc || req.op == Find_op::merge_asc) return Store_status::of(Store_errc::bad_merge);
   TABLE *t;
   Store_status st = prepare_request(idx, mod.op == Modify_op::remove ? SQLCOM_DELETE : SQLCOM_UPDATE, &t);
   if (!st.ok()) return st;

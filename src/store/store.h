@@ -35,6 +35,7 @@ enum class Store_errc : uint8_t {
   too_many_indexes,       // max_open_indexes reached on this connection
   server_shutdown,
   too_many_values,        // more values than the open index has columns
+  bad_merge,              // merge needs an IN list on key part 0 (the groups)
   bad_value,              // SQL would reject the value (strict sql_mode, NOT NULL, ...): see message
   server_read_only,       // the server runs with read_only
   commit_failed,          // the batch's commit failed: see message
@@ -85,7 +86,11 @@ class Open_index {
   std::vector<uint16_t> columns_, filter_columns_;  // field numbers
 };
 
-enum class Find_op : uint8_t { eq, gt, ge, lt, le, last_prefix };
+/* merge_desc / merge_asc: the k-way merge ("timeline") over groups. The index's first key part is
+   the group; in_values are the groups; keys[1..nkeys-1], if any, are an exclusive bound on the
+   following key parts (keys[0] is ignored); rows come newest (desc) or oldest (asc) first in index
+   order across all groups, at most limit of them. Touches about ngroups + limit index entries. */
+enum class Find_op : uint8_t { eq, gt, ge, lt, le, last_prefix, merge_desc, merge_asc };
 
 struct Find_request {
   Find_op op = Find_op::eq;

@@ -104,6 +104,10 @@ inline bool parse_exec_op(const Value &t, Exec_op *op) {
       default: return false;
     }
   }
+  if (t.len == 2 && t.ptr[0] == 'M') {
+    if (t.ptr[1] == '-') { *op = Exec_op::merge_desc; return true; }
+    if (t.ptr[1] == '+') { *op = Exec_op::merge_asc; return true; }
+  }
   return false;
 }
 

@@ -35,6 +35,8 @@ enum class Exec_op : uint8_t {
   insert,        // +
   last_prefix,   // L   tablesocket: rows whose first vlen key parts equal v1..vn, newest (highest) first
   upsert,        // +=  tablesocket: insert, or update the row with the same unique key (write issue)
+  merge_desc,    // M-  tablesocket: newest N rows over the IN list's groups (k-way merge)
+  merge_asc,     // M+  tablesocket: oldest N rows over the IN list's groups
 };
 
 /* Filters (F = skip, W = stop) and modify ops (U + - D) use the shared types of common/query.h. */
