@@ -22,6 +22,29 @@ class Hs_row_sink final : public Row_sink {
 };
 
 /* Constant-time comparison for the shared secret. */
+/* Keeps the first column of each row: the IN list taken from another index. */
+class First_column_sink final : public Row_sink {
+ public:
+  First_column_sink(std::string &bytes, std::vector<std::pair<size_t, size_t>> &spans, size_t max_bytes)
+      : bytes_(bytes), spans_(spans), max_bytes_(max_bytes) {}
+  void begin(size_t ncols) override { ncols_ = ncols; col_ = 0; }
+  void value(const char *p, size_t n) override {
+    if (col_++ % ncols_ == 0) { spans_.emplace_back(bytes_.size(), n); bytes_.append(p, n); }
+  }
+  void null() override {
+    if (col_++ % ncols_ == 0) spans_.emplace_back(SIZE_MAX, 0);  // NULL group: matches nothing
+  }
+  void end() override {}
+  void cancel() override { spans_.clear(); bytes_.clear(); }
+  bool would_overflow() const override { return bytes_.size() > max_bytes_; }
+
+ private:
+  std::string &bytes_;
+  std::vector<std::pair<size_t, size_t>> &spans_;
+  size_t max_bytes_;
+  size_t ncols_ = 1, col_ = 0;
+};
+
 bool secret_equal(std::string_view a, std::string_view b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
   size_t n = a.size() > b.size() ? a.size() : b.size();
@@ -205,9 +228,53 @@ Hs_session::Exec Hs_session::exec_on_index(const hs::Exec_request &r, Byte_buffe
     reply_client_error(out, 2, "op");
     return Exec::done;
   }
+  if (r.in_from_index) {
+    bool answered = false;
+    Exec e = resolve_in_source(r, &fr, out, &answered);
+    if (e == Exec::park || answered) return e;
+    if (fr.nin_values == 0) {  // the source index found no groups: an empty result
+      hs::begin_rows(out, idx.ncolumns());
+      hs::end_rows(out);
+      return Exec::done;
+    }
+  }
   Hs_row_sink sink(out, cfg_.max_output_buffer);
   Store_status st = store_.find(idx, fr, sink);
   if (!st.ok()) return reply_error(st, out);
+  return Exec::done;
+}
+
+Hs_session::Exec Hs_session::resolve_in_source(const hs::Exec_request &r, Find_request *fr, Byte_buffer &out,
+                                               bool *answered) {
+  *answered = true;
+  auto src = indexes_.find(r.in_index_id);
+  if (src == indexes_.end() || src->second.ncolumns() == 0) {
+    reply_client_error(out, 2, "insource");
+    return Exec::done;
+  }
+  Find_request lookup;
+  lookup.op = Find_op::eq;
+  lookup.keys = r.in_keys;
+  lookup.nkeys = r.nin_keys;
+  /* The IN list is bounded like one sent on the wire would be. */
+  lookup.limit = r.in_limit < cfg_.max_tokens ? r.in_limit : cfg_.max_tokens;
+  in_bytes_.clear();
+  std::vector<std::pair<size_t, size_t>> spans;
+  First_column_sink sink(in_bytes_, spans, cfg_.max_request_size);
+  Store_status st = store_.find(src->second, lookup, sink);
+  if (!st.ok()) return reply_error(st, out);
+  *answered = false;
+  in_values_.clear();
+  for (auto &sp : spans) {
+    Datum d;
+    if (sp.first != SIZE_MAX) {
+      d.ptr = in_bytes_.data() + sp.first;
+      d.len = sp.second;
+      in_values_.push_back(d);
+    }
+  }
+  fr->in_values = in_values_.data();
+  fr->nin_values = uint32_t(in_values_.size());
   return Exec::done;
 }
 

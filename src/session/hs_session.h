@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "common/byte_buffer.h"
 #include "common/clock.h"
@@ -46,6 +47,9 @@ class Hs_session final : public Session {
   Exec reply_error(const Store_status &st, Byte_buffer &out);
   Exec exec_write(Open_index &idx, const hs::Exec_request &r, Byte_buffer &out);
   static bool to_find_request(const hs::Exec_request &r, Find_request *fr);
+  /* For `@ <icol> ^ <id2> ...`: runs index id2's lookup and points fr's IN list at the first
+     column of its rows (kept in in_values_). */
+  Exec resolve_in_source(const hs::Exec_request &r, Find_request *fr, Byte_buffer &out, bool *answered);
   void reply_client_error(Byte_buffer &out, uint32_t code, const char *msg);
 
   Store &store_;
@@ -55,6 +59,8 @@ class Hs_session final : public Session {
   bool authorized_;
   std::unordered_map<uint32_t, Open_index> indexes_;
   hs::Parse_scratch scratch_;
+  std::string in_bytes_;            // IN values fetched from another index, back to back
+  std::vector<Datum> in_values_;
   hs::Request parked_req_;
   size_t parked_len_ = 0;
   bool parked_ = false;

@@ -274,11 +274,29 @@ Parse_result parse_exec(Value *tok, size_t n, size_t consumed, bool esc, Parse_s
     }
   }
 
-  /* [@ <icol> <ivlen> <iv1..ivn>] */
+  /* [@ <icol> <ivlen> <iv1..ivn>] or [@ <icol> ^ <id2> <vlen2> <k1..kn> <limit2>] */
   if (i < n && token_is(tok[i], '@')) {
     ++i;
     if (i >= n || !parse_u32(tok[i], &e.in_column)) return make_error(consumed, "incol");
     ++i;
+    if (i < n && token_is(tok[i], '^')) {
+      /* tablesocket: the IN values are the first column of the rows another open index finds
+         for k1..kn (e.g. the followees of a user), so a timeline is one round trip. */
+      ++i;
+      if (i >= n || !parse_u32(tok[i], &e.in_index_id)) return make_error(consumed, "insource");
+      ++i;
+      uint32_t klen2;
+      if (i >= n || !parse_u32(tok[i], &klen2) || klen2 == 0 || klen2 > n - i - 2)
+        return make_error(consumed, "insource");
+      ++i;
+      e.in_keys = tok + w;
+      e.nin_keys = klen2;
+      for (const size_t iend = i + klen2; i < iend; ++i) tok[w++] = decode_value(tok[i], esc);
+      if (i >= n || !parse_u32(tok[i], &e.in_limit) || e.in_limit == 0) return make_error(consumed, "insource");
+      ++i;
+      e.has_in = true;
+      e.in_from_index = true;
+    } else {
     uint32_t ivlen;
     if (i >= n || !parse_u32(tok[i], &ivlen) || ivlen == 0 || ivlen > n - i - 1)
       return make_error(consumed, "invalueslen");
@@ -287,6 +305,7 @@ Parse_result parse_exec(Value *tok, size_t n, size_t consumed, bool esc, Parse_s
     e.in_values = tok + w;
     e.nin_values = ivlen;
     for (const size_t iend = i + ivlen; i < iend; ++i) tok[w++] = decode_value(tok[i], esc);
+    }
   }
 
   /* [F|W <fop> <fcol> <fval>]... */

@@ -63,7 +63,12 @@ struct Exec_request {
   bool has_in = false;
   uint32_t in_column = 0;        // key part the IN list replaces (not range-checked here)
   const Value *in_values = nullptr;
-  uint32_t nin_values = 0;       // >= 1 when has_in
+  uint32_t nin_values = 0;       // >= 1 when has_in (unless in_from_index)
+  bool in_from_index = false;    // `@ <icol> ^ <id2> <vlen2> <k..> <limit2>`: IN values come from
+  uint32_t in_index_id = 0;      //   the first column of index id2's rows equal to in_keys,
+  const Value *in_keys = nullptr;  // at most in_limit of them
+  uint32_t nin_keys = 0;
+  uint32_t in_limit = 0;
   const Filter *filters = nullptr;
   uint32_t nfilters = 0;
   Modify_op mod = Modify_op::none;
