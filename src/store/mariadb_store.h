@@ -49,6 +49,8 @@ class Mariadb_store final : public Store {
                       Insert_result *result) override;
   Store_status modify(Open_index &idx, const Find_request &req, const Modify_request &mod,
                       Row_sink &sink, uint64_t *modified) override;
+  Store_status kv_write(Open_index &idx, const Kv_layout &layout, const Kv_request &req,
+                        Kv_result *result) override;
   void end_batch() override;
   bool batch_lost_writes() const override { return batch_lost_writes_; }
   void yield_to_ddl() override;
@@ -81,6 +83,11 @@ class Mariadb_store final : public Store {
 
   /* ---- k-way merge over groups (mariadb_store_merge.cc) ---- */
   Store_status merge(Open_index &idx, const Find_request &req, Row_sink &sink, uint64_t *count);
+
+  /* ---- key/value writes (mariadb_store_kv.cc) ---- */
+  std::string kv_current_value(TABLE *t, const Open_index &idx, const Kv_layout &layout);
+  Store_status kv_set_row(TABLE *t, const Open_index &idx, const Kv_layout &layout, const Kv_request &req,
+                          std::string_view value, bool exists_physically);
 
   /* ---- writes (mariadb_store_write.cc) ---- */
   Store_status begin_write(Table_slot &s, enum_sql_command command);

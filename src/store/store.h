@@ -118,6 +118,38 @@ struct Insert_result {
   uint64_t insert_id = 0;      // the value it generated for this row (0 if the client gave one)
 };
 
+/* Key/value semantics over an open index (the memcached front door). The open index's columns
+   are, in order: the key, the value columns, then the optional flags, cas and expiry columns whose
+   positions Kv_layout gives. The index must be unique on the key. */
+struct Kv_layout {
+  uint32_t nvalues = 1;  // value columns at positions 1..nvalues
+  int flags = -1, cas = -1, expiry = -1;  // column positions, -1 when the container has none
+  std::string separator = "|";            // joins several value columns into one value
+};
+
+enum class Kv_op : uint8_t { set, add, replace, append, prepend, cas, incr, decr, touch, remove };
+
+struct Kv_request {
+  Kv_op op = Kv_op::set;
+  Datum key;
+  Datum value;            // set/add/replace/append/prepend/cas: the item data
+  uint32_t flags = 0;
+  bool set_flags = true;  // false: keep the row's flags (append, prepend)
+  int64_t expiry = 0;     // absolute unix time, 0 = never; for set/add/replace/cas/touch
+  bool set_expiry = true; // false: keep the row's expiry (append, prepend, incr, decr)
+  uint64_t cas = 0;       // cas: the value the client saw
+  uint64_t delta = 0;     // incr/decr
+  int64_t now = 0;        // unix time: rows with 0 < expiry <= now are absent
+  uint64_t new_cas = 0;   // the cas to store for a changed row (unique per write)
+};
+
+enum class Kv_outcome : uint8_t { stored, not_stored, exists, not_found, deleted, touched, number, not_numeric };
+
+struct Kv_result {
+  Kv_outcome outcome = Kv_outcome::not_found;
+  uint64_t number = 0;  // incr/decr: the new value
+};
+
 /* Where rows go. The store calls begin(), then ncols values per row, then end(); or cancel() on
    failure after begin(). would_overflow() is checked after each row. */
 class Row_sink {
@@ -145,6 +177,9 @@ class Store {
      mod.returns_rows the pre-image rows go to sink, otherwise *modified counts the rows. */
   virtual Store_status modify(Open_index &idx, const Find_request &req, const Modify_request &mod,
                               Row_sink &sink, uint64_t *modified) = 0;
+  /* One memcached-style write, atomically (one statement, the row locked while it is read). */
+  virtual Store_status kv_write(Open_index &idx, const Kv_layout &layout, const Kv_request &req,
+                                Kv_result *result) = 0;
   /* Ends the current batch: commits (one durable commit for every write of the batch) and unlocks
      every table the batch used. */
   virtual void end_batch() = 0;

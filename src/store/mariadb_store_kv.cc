@@ -1,0 +1,229 @@
+/* Key/value writes for the memcached front door. Each is one statement: the row is read with an
+   exclusive lock, memcached's rule for the command is applied (expired rows count as absent), and
+   the row is inserted, updated or deleted — so concurrent incr/append/cas on one key never lose
+   an update, and every change is durable, binlogged and replicated like any other write. */
+#include "store/mariadb_store.h"
+
+#include "common/kv_cas.h"
+#include "sql_update.h"  // compare_record()
+
+namespace tablesocket {
+namespace {
+
+bool parse_u64_digits(std::string_view s, uint64_t *out) {
+  if (s.empty() || s.size() > 20) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    uint64_t d = uint64_t(c - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+std::string Mariadb_store::kv_current_value(TABLE *t, const Open_index &idx, const Kv_layout &layout) {
+  std::string v;
+  String buf(val_buf_, sizeof(val_buf_), &my_charset_bin);
+  for (uint32_t i = 1; i <= layout.nvalues; ++i) {
+    if (i > 1) v += layout.separator;
+    Field *f = t->field[idx.columns_[i]];
+    if (f->is_null()) continue;
+    if (String *s = f->val_str(&buf, &buf)) v.append(s->ptr(), s->length());
+  }
+  return v;
+}
+
+Store_status Mariadb_store::kv_set_row(TABLE *t, const Open_index &idx, const Kv_layout &layout,
+                                       const Kv_request &req, std::string_view value, bool exists) {
+  handler *h = t->file;
+  if (exists) {
+    store_record(t, record[1]);
+  } else {
+    restore_record(t, s->default_values);
+  }
+  t->reset_default_fields();
+  Store_status st;
+  if (!exists && !(st = store_value(t->field[idx.columns_[0]], req.key)).ok()) return st;
+  /* The value is split over the value columns at the separator; the last column keeps the rest. */
+  std::string_view rest = value;
+  for (uint32_t i = 1; i <= layout.nvalues; ++i) {
+    Datum d;
+    if (i < layout.nvalues && !layout.separator.empty()) {
+      size_t cut = rest.find(layout.separator);
+      std::string_view part = cut == std::string_view::npos ? rest : rest.substr(0, cut);
+      d.ptr = part.data();
+      d.len = part.size();
+      rest = cut == std::string_view::npos ? std::string_view(rest.data() + rest.size(), 0)
+                                           : rest.substr(cut + layout.separator.size());
+    } else {
+      d.ptr = rest.data();
+      d.len = rest.size();
+    }
+    if (!d.ptr) d.ptr = "";
+    if (!(st = store_value(t->field[idx.columns_[i]], d)).ok()) return st;
+  }
+  auto store_number = [&](int col, uint64_t v) -> Store_status {
+    Field *f = t->field[idx.columns_[col]];
+    f->set_notnull();
+    f->store(longlong(v), true);
+    f->set_has_explicit_value();
+    if (thd_->is_error()) {
+      last_error_ = thd_->get_stmt_da()->message();
+      Store_status e = Store_status::of(Store_errc::bad_value);
+      e.message = last_error_;
+      return e;
+    }
+    return {};
+  };
+  if (req.set_flags && layout.flags >= 0 && !(st = store_number(layout.flags, req.flags)).ok()) return st;
+  if (layout.cas >= 0 && !(st = store_number(layout.cas, req.new_cas)).ok()) return st;
+  if (req.set_expiry && layout.expiry >= 0 && !(st = store_number(layout.expiry, uint64_t(req.expiry))).ok())
+    return st;
+  int r;
+  if (exists) {
+    if (!compare_record(t)) return {};
+    if (t->default_field) t->evaluate_update_default_function();
+    if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return Store_status::of(Store_errc::bad_value);
+    r = h->ha_update_row(t->record[1], t->record[0]);
+    if (r == HA_ERR_RECORD_IS_THE_SAME) r = 0;
+  } else {
+    if (t->default_field && t->update_default_fields(false)) return Store_status::of(Store_errc::bad_value);
+    if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return Store_status::of(Store_errc::bad_value);
+    r = h->ha_write_row(t->record[0]);
+  }
+  return r ? Store_status::of(Store_errc::handler_error, r) : Store_status{};
+}
+
+Store_status Mariadb_store::kv_write(Open_index &idx, const Kv_layout &layout, const Kv_request &req,
+                                     Kv_result *res) {
+  TABLE *t;
+  const enum_sql_command cmd = req.op == Kv_op::remove ? SQLCOM_DELETE : SQLCOM_UPDATE;
+  Store_status st = prepare_request(idx, cmd, &t);
+  if (!st.ok()) return st;
+  if (idx.columns_.size() < 1 + layout.nvalues) return Store_status::of(Store_errc::column_not_found);
+  Table_slot &s = slots_[idx.slot_];
+  st = begin_write(s, cmd);
+  if (!st.ok()) return st;
+  last_error_.clear();
+  handler *h = t->file;
+  KEY &k = t->key_info[idx.index_no_];
+  Find_request fr;
+  fr.keys = &req.key;
+  fr.nkeys = 1;
+  uint key_len;
+  build_key(t, k, fr, 0, &key_len);
+  h->ha_index_or_rnd_end();
+  int r = h->ha_index_init(idx.index_no_, true);
+  if (!r) r = h->ha_index_read_map(t->record[0], key_buf_.data(), 1, HA_READ_KEY_EXACT);
+  const bool present = r == 0;
+  if (r && r != HA_ERR_KEY_NOT_FOUND && r != HA_ERR_END_OF_FILE) {
+    h->ha_index_or_rnd_end();
+    return failed_write(s, r);
+  }
+  bool live = present;
+  if (present && layout.expiry >= 0) {
+    Field *ef = t->field[idx.columns_[layout.expiry]];
+    if (!ef->is_null()) {
+      longlong e = ef->val_int();
+      if (e > 0 && e <= req.now) live = false;  // expired: absent for every command
+    }
+  }
+  st = {};
+  Kv_request upd = req;
+  switch (req.op) {
+    case Kv_op::set:
+      st = kv_set_row(t, idx, layout, req, req.value.view(), present);
+      res->outcome = Kv_outcome::stored;
+      break;
+    case Kv_op::add:
+      if (live) { res->outcome = Kv_outcome::not_stored; break; }
+      st = kv_set_row(t, idx, layout, req, req.value.view(), present);
+      res->outcome = Kv_outcome::stored;
+      break;
+    case Kv_op::replace:
+      if (!live) { res->outcome = Kv_outcome::not_stored; break; }
+      st = kv_set_row(t, idx, layout, req, req.value.view(), true);
+      res->outcome = Kv_outcome::stored;
+      break;
+    case Kv_op::append:
+    case Kv_op::prepend: {
+      if (!live) { res->outcome = Kv_outcome::not_stored; break; }
+      std::string cur = kv_current_value(t, idx, layout);
+      std::string v = req.op == Kv_op::append ? cur + std::string(req.value.view()) : std::string(req.value.view()) + cur;
+      upd.set_flags = false;
+      upd.set_expiry = false;
+      st = kv_set_row(t, idx, layout, upd, v, true);
+      res->outcome = Kv_outcome::stored;
+      break;
+    }
+    case Kv_op::cas: {
+      if (!live) { res->outcome = Kv_outcome::not_found; break; }
+      uint64_t current;
+      if (layout.cas >= 0) {
+        current = uint64_t(t->field[idx.columns_[layout.cas]]->val_int());
+      } else {
+        uint32_t flags = layout.flags >= 0 ? uint32_t(t->field[idx.columns_[layout.flags]]->val_int()) : 0;
+        current = content_cas(kv_current_value(t, idx, layout), flags);
+      }
+      if (current != req.cas) { res->outcome = Kv_outcome::exists; break; }
+      st = kv_set_row(t, idx, layout, req, req.value.view(), true);
+      res->outcome = Kv_outcome::stored;
+      break;
+    }
+    case Kv_op::incr:
+    case Kv_op::decr: {
+      if (!live) { res->outcome = Kv_outcome::not_found; break; }
+      uint64_t n;
+      if (!parse_u64_digits(kv_current_value(t, idx, layout), &n)) { res->outcome = Kv_outcome::not_numeric; break; }
+      if (req.op == Kv_op::incr)
+        n += req.delta;  // wraps at 2^64, as memcached does
+      else
+        n = n < req.delta ? 0 : n - req.delta;
+      std::string v = std::to_string(n);
+      upd.set_flags = false;
+      upd.set_expiry = false;
+      st = kv_set_row(t, idx, layout, upd, v, true);
+      res->outcome = Kv_outcome::number;
+      res->number = n;
+      break;
+    }
+    case Kv_op::touch: {
+      if (!live) { res->outcome = Kv_outcome::not_found; break; }
+      res->outcome = Kv_outcome::touched;
+      if (layout.expiry < 0) break;
+      store_record(t, record[1]);
+      t->reset_default_fields();
+      Field *f = t->field[idx.columns_[layout.expiry]];
+      f->set_notnull();
+      f->store(longlong(req.expiry), true);
+      f->set_has_explicit_value();
+      if (compare_record(t)) {
+        int e = h->ha_update_row(t->record[1], t->record[0]);
+        if (e && e != HA_ERR_RECORD_IS_THE_SAME) st = Store_status::of(Store_errc::handler_error, e);
+      }
+      break;
+    }
+    case Kv_op::remove:
+      if (!present) { res->outcome = Kv_outcome::not_found; break; }
+      /* An expired row is deleted too, but reported as absent. */
+      if (int e = h->ha_delete_row(t->record[0])) st = Store_status::of(Store_errc::handler_error, e);
+      res->outcome = live ? Kv_outcome::deleted : Kv_outcome::not_found;
+      break;
+  }
+  h->ha_index_or_rnd_end();
+  if (!st.ok()) {
+    if (st.errc == Store_errc::handler_error) return failed_write(s, st.handler_error);
+    if (st.errc == Store_errc::bad_value) return failed_write(s, kBadValue);
+    end_write(s, false);
+    return st;
+  }
+  if (!end_write(s, true)) return commit_failed();
+  counters_.add(counters_.rows_written);
+  return {};
+}
+
+}  // namespace tablesocket
