@@ -6,12 +6,14 @@
 #   scripts/run.sh --foreground the same, but stay attached (Ctrl-C stops the server)
 #   scripts/run.sh stop         stop the server
 #
-# Environment: TS_HS_PORT (9998), TS_HS_PORT_WR (9999), TS_SQL_PORT (3307), TS_VAR (./var)
+# Environment: TS_HS_PORT (9998), TS_HS_PORT_WR (9999), TS_MC_PORT (11211), TS_SQL_PORT (3307),
+#              TS_VAR (./var)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 var=${TS_VAR:-$here/var}
 hs_port=${TS_HS_PORT:-9998}
 hs_port_wr=${TS_HS_PORT_WR:-9999}
+mc_port=${TS_MC_PORT:-11211}
 sql_port=${TS_SQL_PORT:-3307}
 sock=$var/mysqld.sock
 pidfile=$var/mysqld.pid
@@ -47,6 +49,7 @@ args=(--no-defaults --datadir="$var/data" --socket="$sock" --pid-file="$pidfile"
   --port="$sql_port" --bind-address=127.0.0.1 --user=root --log-error="$var/error.log"
   --plugin-dir="$plugin_dir" --plugin-maturity=beta --plugin-load-add=tablesocket.so
   --tablesocket-address=127.0.0.1 --tablesocket-hs-port="$hs_port" --tablesocket-hs-port-wr="$hs_port_wr"
+  --tablesocket-mc-port="$mc_port"
   --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=1
   --log-bin=mariadb-bin --server-id=1 --binlog-format=ROW)
 if [ "${1:-}" = --foreground ]; then
@@ -59,6 +62,7 @@ for _ in $(seq 1 300); do
   if ! kill -0 $! 2>/dev/null; then echo "mariadbd exited; see $var/error.log:" >&2; tail -n 30 "$var/error.log" >&2; exit 1; fi
   sleep 0.1
 done
+mariadb --no-defaults --socket="$sock" -uroot < "$here/sql/memcached_schema.sql"
 mariadb --no-defaults --socket="$sock" -uroot <<'SQL'
 CREATE DATABASE IF NOT EXISTS test;
 CREATE TABLE IF NOT EXISTS test.user (
@@ -77,10 +81,12 @@ SQL
 cat <<EOF2
 tablesocket is running (mariadbd pid $(cat "$pidfile"), log $var/error.log).
   HandlerSocket protocol: read port 127.0.0.1:$hs_port, read/write port 127.0.0.1:$hs_port_wr
+  memcached protocol: 127.0.0.1:$mc_port (container 'default' = table test.kv)
   SQL: mariadb --socket=$sock -uroot test     (or TCP 127.0.0.1:$sql_port)
 Try it:
   printf 'P\t1\ttest\tuser\tPRIMARY\tuser_name,user_email,created\n1\t=\t1\t2\n' | nc -q1 127.0.0.1 $hs_port
   -> 0	1
      0	3	bob	bob@example.com	2024-01-02 11:00:00
+  printf 'set greeting 0 0 5\r\nhello\r\nget greeting\r\n' | nc -q1 127.0.0.1 $mc_port
 Stop it with: scripts/run.sh stop
 EOF2

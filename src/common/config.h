@@ -13,6 +13,11 @@ struct Config {
   std::string address = "127.0.0.1";
   unsigned hs_port = 9998;      // read-only HandlerSocket listener; 0 = disabled
   unsigned hs_port_wr = 9999;   // read/write HandlerSocket listener; 0 = disabled
+  unsigned mc_port = 11211;     // memcached listener; 0 = disabled
+  std::string mc_socket;        // memcached on a unix socket too ("" = no)
+  std::string mc_config_schema = "innodb_memcache";  // where the containers table lives
+  unsigned mc_max_range_rows = 1000;  // rows one range get (get @>k) returns at most
+  size_t mc_max_value_size = 1 << 20; // largest memcached item value
   unsigned threads = 2;         // epoll worker threads
   unsigned backlog = 1024;
   unsigned max_connections = 10000;

@@ -9,6 +9,8 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 
 #include <chrono>
 
@@ -22,8 +24,8 @@ Server::Server(const Config &cfg) : cfg_(cfg) {}
 
 Server::~Server() { stop(); }
 
-bool Server::add_port(const std::string &name, unsigned port, bool writable, const std::string &secret,
-                      std::string *error) {
+bool Server::add_port(const std::string &name, Protocol protocol, unsigned port, bool writable,
+                      const std::string &secret, std::string *error) {
   if (port == 0) return true;  // listener disabled
   addrinfo hints{}, *res = nullptr;
   hints.ai_family = AF_UNSPEC;
@@ -53,7 +55,7 @@ bool Server::add_port(const std::string &name, unsigned port, bool writable, con
   }
   auto p = std::make_unique<Port>();
   p->name = name;
-  p->protocol = Protocol::hs;
+  p->protocol = protocol;
   p->hs_policy.writable = writable;
   p->hs_policy.plain_secret = secret;
   p->port = port;
@@ -62,13 +64,46 @@ bool Server::add_port(const std::string &name, unsigned port, bool writable, con
   return true;
 }
 
-bool Server::start(std::string *error) {
-  if (cfg_.hs_port && cfg_.hs_port == cfg_.hs_port_wr) {
-    *error = "tablesocket_hs_port and tablesocket_hs_port_wr must differ";
+bool Server::add_unix_port(const std::string &name, Protocol protocol, const std::string &path,
+                           std::string *error) {
+  if (path.empty()) return true;
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path) {
+    *error = "unix socket path too long: " + path;
     return false;
   }
-  if (!add_port("hs", cfg_.hs_port, false, cfg_.plain_secret, error) ||
-      !add_port("hs_wr", cfg_.hs_port_wr, true, cfg_.plain_secret_wr, error)) {
+  addr.sun_family = AF_UNIX;
+  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) {
+    *error = std::string("socket(AF_UNIX): ") + strerror(errno);
+    return false;
+  }
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path.c_str());  // a stale socket
+  if (bind(fd.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 || listen(fd.get(), int(cfg_.backlog)) != 0) {
+    *error = "cannot listen on unix socket " + path + ": " + strerror(errno);
+    return false;
+  }
+  auto p = std::make_unique<Port>();
+  p->name = name;
+  p->protocol = protocol;
+  p->unix_path = path;
+  p->fd = std::move(fd);
+  ports_.push_back(std::move(p));
+  return true;
+}
+
+bool Server::start(std::string *error) {
+  if ((cfg_.hs_port && (cfg_.hs_port == cfg_.hs_port_wr || cfg_.hs_port == cfg_.mc_port)) ||
+      (cfg_.hs_port_wr && cfg_.hs_port_wr == cfg_.mc_port)) {
+    *error = "tablesocket_hs_port, tablesocket_hs_port_wr and tablesocket_mc_port must differ";
+    return false;
+  }
+  if (!add_port("hs", Protocol::hs, cfg_.hs_port, false, cfg_.plain_secret, error) ||
+      !add_port("hs_wr", Protocol::hs, cfg_.hs_port_wr, true, cfg_.plain_secret_wr, error) ||
+      !add_port("mc", Protocol::mc, cfg_.mc_port, true, "", error) ||
+      !add_unix_port("mc_socket", Protocol::mc, cfg_.mc_socket, error)) {
     ports_.clear();
     return false;
   }
@@ -114,7 +149,10 @@ void Server::stop() {
     (void)!::write(accept_wake_.get(), &one, sizeof one);
   }
   if (acceptor_.joinable()) acceptor_.join();
-  for (auto &p : ports_) p->fd.reset();  // new clients are refused from here on
+  for (auto &p : ports_) {
+    p->fd.reset();  // new clients are refused from here on
+    if (!p->unix_path.empty()) unlink(p->unix_path.c_str());
+  }
   for (auto &w : workers_) w->request_stop();
   for (auto &w : workers_) w->join();
   workers_.clear();
@@ -152,14 +190,18 @@ void Server::accept_ready(Port &p) {
     }
     acceptor_counters_.add(acceptor_counters_.connections_total);
     if (live_connections.load(std::memory_order_relaxed) >= int64_t(cfg_.max_connections)) {
-      static const char msg[] = "1\t1\ttoomanyconnections\n";
-      (void)!::send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      static const char hs_msg[] = "1\t1\ttoomanyconnections\n";
+      static const char mc_msg[] = "SERVER_ERROR too many open connections\r\n";
+      if (p.protocol == Protocol::mc)
+        (void)!::send(fd, mc_msg, sizeof mc_msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      else
+        (void)!::send(fd, hs_msg, sizeof hs_msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
       ::close(fd);
       acceptor_counters_.add(acceptor_counters_.connections_rejected);
       continue;
     }
     int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (p.unix_path.empty()) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     Worker *best = workers_[0].get();
     for (auto &w : workers_)
       if (w->load() < best->load()) best = w.get();

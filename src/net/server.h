@@ -20,7 +20,7 @@ namespace tablesocket {
 
 class Worker;
 
-enum class Protocol : unsigned char { hs };
+enum class Protocol : unsigned char { hs, mc };
 
 /* One listening socket and what connections accepted on it speak. */
 struct Port {
@@ -28,6 +28,7 @@ struct Port {
   Protocol protocol = Protocol::hs;
   Hs_port_policy hs_policy;
   unsigned port = 0;
+  std::string unix_path;  // set for a unix-socket listener (removed again at stop)
   Fd fd;
 };
 
@@ -49,8 +50,10 @@ class Server {
   const Config &config() const { return cfg_; }
 
  private:
-  bool add_port(const std::string &name, unsigned port, bool writable, const std::string &secret,
-                std::string *error);
+  bool add_port(const std::string &name, Protocol protocol, unsigned port, bool writable,
+                const std::string &secret, std::string *error);
+  bool add_unix_port(const std::string &name, Protocol protocol, const std::string &path, std::string *error);
+  bool register_port(std::unique_ptr<Port> p, std::string *error);
   void accept_loop();
   void accept_ready(Port &p);
 

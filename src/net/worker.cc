@@ -11,6 +11,7 @@
 
 #include "net/server.h"
 #include "session/hs_session.h"
+#include "session/mc_session.h"
 #include "store/server_log.h"
 #include "store/store.h"
 
@@ -115,7 +116,10 @@ void Worker::adopt_new_connections(Store &store) {
     c->fd.reset(h.first);
     c->port = h.second;
     c->last_io_ms = now_ms_;
-    c->session = std::make_unique<Hs_session>(store, cfg_, c->port->hs_policy, counters_);
+    if (c->port->protocol == Protocol::mc)
+      c->session = std::make_unique<Mc_session>(store, cfg_, counters_);
+    else
+      c->session = std::make_unique<Hs_session>(store, cfg_, c->port->hs_policy, counters_);
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.ptr = c.get();
@@ -129,6 +133,12 @@ void Worker::adopt_new_connections(Store &store) {
   }
 }
 
+size_t Worker::input_cap() const {
+  /* One maximal request (an HS line, or a memcached line plus its data block) plus a read chunk. */
+  size_t biggest = std::max(cfg_.max_request_size, cfg_.mc_max_value_size + 4096);
+  return biggest + kReadChunk;
+}
+
 void Worker::mark_pending(Connection &c) {
   if (!c.pending && !c.dead) {
     c.pending = true;
@@ -139,7 +149,7 @@ void Worker::mark_pending(Connection &c) {
 void Worker::read_input(Connection &c) {
   /* The input buffer never holds more than one maximal request plus one read chunk beyond what the
      session has consumed; a parked session's buffer must not move at all. */
-  const size_t cap = cfg_.max_request_size + kReadChunk;
+  const size_t cap = input_cap();
   while (!c.read_closed && !c.session->parked() && c.in.size() < cap) {
     size_t room = std::min(kReadChunk, cap - c.in.size());
     ssize_t n = ::recv(c.fd.get(), c.in.prepare(room), room, 0);
@@ -186,7 +196,7 @@ void Worker::update_interest(Connection &c) {
   uint32_t want = EPOLLRDHUP;
   const bool accept_input = !c.read_closed && !c.close_after_flush && !c.session->parked() &&
                             c.out.size() < cfg_.output_high_water &&
-                            c.in.size() < cfg_.max_request_size + kReadChunk;
+                            c.in.size() < input_cap();
   if (accept_input) want |= EPOLLIN;
   if (!c.out.empty()) want |= EPOLLOUT;
   if (want == c.registered) return;
@@ -290,6 +300,10 @@ void Worker::serve(Store &store) {
         if (c->dead) continue;
         if (!c->out.empty()) flush_output(*c);
         if (c->dead) continue;
+        if (c->close_after_flush && c->out.empty()) {
+          close_connection(*c);  // e.g. memcached's quit: nothing left to send
+          continue;
+        }
         if (c->read_closed && c->out.empty() && !c->pending &&
             (c->in.empty() || !c->session->parked())) {
           close_connection(*c);  // peer is gone and everything it asked for was answered

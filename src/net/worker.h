@@ -55,6 +55,7 @@ class Worker {
   void flush_output(Connection &c);
   void update_interest(Connection &c);
   void mark_pending(Connection &c);
+  size_t input_cap() const;
   void close_connection(Connection &c);
   void reap_dead();
   void check_idle(uint64_t now_ms);

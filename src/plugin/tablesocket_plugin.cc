@@ -25,6 +25,8 @@ unsigned sv_hs_port, sv_hs_port_wr, sv_threads, sv_backlog, sv_max_connections, 
 unsigned sv_max_request_size, sv_max_tokens, sv_max_open_indexes, sv_max_output_buffer;
 unsigned sv_output_high_water, sv_max_requests_per_batch, sv_ddl_check_interval, sv_lock_wait_timeout;
 char *sv_plain_secret, *sv_plain_secret_wr, *sv_character_set;
+unsigned sv_mc_port, sv_mc_max_range_rows, sv_mc_max_value_size;
+char *sv_mc_socket, *sv_mc_config_schema;
 
 const Config kDefaults;
 
@@ -40,6 +42,24 @@ MYSQL_SYSVAR_UINT(hs_port_wr, sv_hs_port_wr, PLUGIN_VAR_READONLY,
                   "TCP port of the read/write HandlerSocket-protocol listener (HandlerSocket's "
                   "handlersocket_port_wr). 0 disables it.",
                   nullptr, nullptr, kDefaults.hs_port_wr, 0, 65535, 0);
+MYSQL_SYSVAR_UINT(mc_port, sv_mc_port, PLUGIN_VAR_READONLY,
+                  "TCP port of the memcached-protocol listener (text and meta commands), 11211 as MySQL's "
+                  "InnoDB memcached plugin. 0 disables it.",
+                  nullptr, nullptr, kDefaults.mc_port, 0, 65535, 0);
+MYSQL_SYSVAR_STR(mc_socket, sv_mc_socket, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
+                 "Path of a unix socket on which the memcached protocol is also served. Empty: none.",
+                 nullptr, nullptr, "");
+MYSQL_SYSVAR_STR(mc_config_schema, sv_mc_config_schema, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
+                 "Database holding the memcached configuration tables (containers, config_options), "
+                 "shaped like MySQL's innodb_memcache schema (see sql/memcached_schema.sql).",
+                 nullptr, nullptr, "innodb_memcache");
+MYSQL_SYSVAR_UINT(mc_max_range_rows, sv_mc_max_range_rows, PLUGIN_VAR_READONLY,
+                  "Most rows one memcached range get (get @>key, @<key, @>=a@<b) returns.",
+                  nullptr, nullptr, kDefaults.mc_max_range_rows, 1, 1000000, 0);
+MYSQL_SYSVAR_UINT(mc_max_value_size, sv_mc_max_value_size, PLUGIN_VAR_READONLY,
+                  "Largest memcached item value in bytes (memcached's -I). A larger set is refused "
+                  "with SERVER_ERROR object too large for cache before its data is buffered.",
+                  nullptr, nullptr, unsigned(kDefaults.mc_max_value_size), 1024, 1U << 30, 0);
 MYSQL_SYSVAR_UINT(threads, sv_threads, PLUGIN_VAR_READONLY,
                   "Number of epoll worker threads; each owns its connections, a THD and its open tables.",
                   nullptr, nullptr, kDefaults.threads, 1, 256, 0);
@@ -101,7 +121,9 @@ MYSQL_SYSVAR_STR(plain_secret_wr, sv_plain_secret_wr, PLUGIN_VAR_READONLY | PLUG
                  nullptr, nullptr, "");
 
 struct st_mysql_sys_var *system_variables[] = {
-    MYSQL_SYSVAR(address), MYSQL_SYSVAR(hs_port), MYSQL_SYSVAR(hs_port_wr), MYSQL_SYSVAR(threads),
+    MYSQL_SYSVAR(address), MYSQL_SYSVAR(hs_port), MYSQL_SYSVAR(hs_port_wr), MYSQL_SYSVAR(mc_port),
+    MYSQL_SYSVAR(mc_socket), MYSQL_SYSVAR(mc_config_schema), MYSQL_SYSVAR(mc_max_range_rows),
+    MYSQL_SYSVAR(mc_max_value_size), MYSQL_SYSVAR(threads),
     MYSQL_SYSVAR(backlog), MYSQL_SYSVAR(max_connections), MYSQL_SYSVAR(idle_timeout),
     MYSQL_SYSVAR(max_request_size), MYSQL_SYSVAR(max_tokens), MYSQL_SYSVAR(max_open_indexes),
     MYSQL_SYSVAR(max_output_buffer), MYSQL_SYSVAR(output_high_water),
@@ -156,6 +178,11 @@ Config config_from_sysvars() {
   c.address = sv_address ? sv_address : "";
   c.hs_port = sv_hs_port;
   c.hs_port_wr = sv_hs_port_wr;
+  c.mc_port = sv_mc_port;
+  c.mc_socket = sv_mc_socket ? sv_mc_socket : "";
+  c.mc_config_schema = sv_mc_config_schema && *sv_mc_config_schema ? sv_mc_config_schema : "innodb_memcache";
+  c.mc_max_range_rows = sv_mc_max_range_rows;
+  c.mc_max_value_size = sv_mc_max_value_size;
   c.threads = sv_threads;
   c.backlog = sv_backlog;
   c.max_connections = sv_max_connections;
@@ -185,8 +212,10 @@ int tablesocket_init(void *) {
       return 1;
     }
     g_server = server.release();
-    tablesocket::log_info("listening on %s: HandlerSocket read port %u, read/write port %u, %u workers",
-                          cfg.address.c_str(), cfg.hs_port, cfg.hs_port_wr, cfg.threads);
+    tablesocket::log_info("listening on %s: HandlerSocket read port %u, read/write port %u, memcached "
+                          "port %u%s%s, %u workers",
+                          cfg.address.c_str(), cfg.hs_port, cfg.hs_port_wr, cfg.mc_port,
+                          cfg.mc_socket.empty() ? "" : " and ", cfg.mc_socket.c_str(), cfg.threads);
     return 0;
   } catch (const std::exception &e) {
     tablesocket::log_error("not started: %s", e.what());

@@ -1,0 +1,141 @@
+#include "session/mc_containers.h"
+
+#include <algorithm>
+
+namespace tablesocket {
+namespace {
+
+/* Collects every row as a vector of strings (NULL as an empty string plus a flag). */
+class Table_rows final : public Row_sink {
+ public:
+  struct Cell { std::string v; bool null; };
+  void begin(size_t ncols) override { ncols_ = ncols ? ncols : 1; }
+  void value(const char *p, size_t n) override { push(Cell{std::string(p, n), false}); }
+  void null() override { push(Cell{std::string(), true}); }
+  void end() override {}
+  void cancel() override { rows.clear(); }
+  bool would_overflow() const override { return rows.size() > 100000; }
+  std::vector<std::vector<Cell>> rows;
+
+ private:
+  void push(Cell c) {
+    if (rows.empty() || rows.back().size() == ncols_) rows.emplace_back();
+    rows.back().push_back(std::move(c));
+  }
+  size_t ncols_ = 1;
+};
+
+std::string trim(std::string_view s) {
+  size_t a = 0, b = s.size();
+  while (a < b && (s[a] == ' ' || s[a] == '\t')) ++a;
+  while (b > a && (s[b - 1] == ' ' || s[b - 1] == '\t')) --b;
+  return std::string(s.substr(a, b - a));
+}
+
+/* MySQL's plugin accepted , ; | and space between value column names. */
+std::vector<std::string> split_columns(std::string_view s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == ',' || c == ';' || c == '|' || c == ' ' || c == '\t') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur.push_back(c);
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+}  // namespace
+
+Store_status Mc_containers::refresh(Store &store, const std::string &schema, uint64_t now_ms, uint64_t max_age_ms) {
+  if (loaded_ && now_ms - loaded_at_ms_ < max_age_ms) return {};
+  if (!containers_idx_.valid()) {
+    Index_spec spec;
+    spec.db = schema;
+    spec.table = "containers";
+    spec.index = "PRIMARY";
+    spec.columns = "name,db_schema,db_table,key_columns,value_columns,flags,cas_column,expire_time_column,"
+                   "unique_idx_name_on_key";
+    Store_status st = store.open_index(spec, containers_idx_);
+    if (!st.ok()) return st;
+  }
+  std::string separator = "|";
+  if (!options_idx_.valid()) {
+    Index_spec spec;
+    spec.db = schema;
+    spec.table = "config_options";
+    spec.index = "PRIMARY";
+    spec.columns = "value";
+    store.open_index(spec, options_idx_);  // optional table: the default separator applies without it
+  }
+  if (options_idx_.valid()) {
+    Datum key{"separator", 9};
+    Find_request fr;
+    fr.op = Find_op::eq;
+    fr.keys = &key;
+    fr.nkeys = 1;
+    Table_rows rows;
+    if (store.find(options_idx_, fr, rows).ok() && !rows.rows.empty() && !rows.rows[0][0].null &&
+        !rows.rows[0][0].v.empty())
+      separator = rows.rows[0][0].v;
+  }
+  Datum from{"", 0};
+  Find_request fr;
+  fr.op = Find_op::ge;
+  fr.keys = &from;
+  fr.nkeys = 1;
+  fr.limit = 100000;
+  Table_rows rows;
+  Store_status st = store.find(containers_idx_, fr, rows);
+  if (!st.ok()) return st;
+  std::vector<Mc_container> list;
+  for (auto &r : rows.rows) {
+    if (r.size() != 9) continue;
+    Mc_container c;
+    c.name = r[0].v;
+    c.db = trim(r[1].v);
+    c.table = trim(r[2].v);
+    c.key_column = trim(r[3].v);
+    c.value_columns = split_columns(r[4].v);
+    std::string flags = trim(r[5].v);
+    if (!r[5].null && !flags.empty() && flags != "0") c.flags_column = flags;
+    if (!r[6].null) c.cas_column = trim(r[6].v);
+    if (!r[7].null) c.expiry_column = trim(r[7].v);
+    c.index = trim(r[8].v);
+    if (c.db.empty() || c.table.empty() || c.key_column.empty() || c.value_columns.empty()) continue;
+    c.columns = c.key_column;
+    for (auto &v : c.value_columns) c.columns += "," + v;
+    int pos = 1 + int(c.value_columns.size());
+    auto add = [&](const std::string &col, int *slot) {
+      if (col.empty()) return;
+      c.columns += "," + col;
+      *slot = pos++;
+    };
+    c.layout.nvalues = uint32_t(c.value_columns.size());
+    add(c.flags_column, &c.layout.flags);
+    add(c.cas_column, &c.layout.cas);
+    add(c.expiry_column, &c.layout.expiry);
+    c.layout.separator = separator;
+    list.push_back(std::move(c));
+  }
+  list_ = std::move(list);
+  loaded_ = true;
+  loaded_at_ms_ = now_ms;
+  return {};
+}
+
+const Mc_container *Mc_containers::find(std::string_view name) const {
+  for (auto &c : list_)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+const Mc_container *Mc_containers::default_container() const {
+  if (const Mc_container *d = find("default")) return d;
+  return list_.empty() ? nullptr : &list_.front();  // rows come in name order
+}
+
+}  // namespace tablesocket

@@ -1,0 +1,47 @@
+/* memcached containers: which table, columns and index a key space maps to, read from the
+   configuration schema (MySQL's innodb_memcache layout) through the Store, and re-read at most once
+   a second when used, so changes take effect without a restart. */
+#ifndef TABLESOCKET_SESSION_MC_CONTAINERS_H
+#define TABLESOCKET_SESSION_MC_CONTAINERS_H
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/store.h"
+
+namespace tablesocket {
+
+struct Mc_container {
+  std::string name, db, table, index, key_column;
+  std::vector<std::string> value_columns;
+  std::string flags_column, cas_column, expiry_column;  // empty: the container has none
+  std::string columns;  // the open index's column list: key, values, flags, cas, expiry
+  Kv_layout layout;
+  bool same_mapping(const Mc_container &o) const {
+    return db == o.db && table == o.table && index == o.index && columns == o.columns &&
+           layout.separator == o.layout.separator;
+  }
+};
+
+class Mc_containers {
+ public:
+  /* Re-reads the configuration if it is older than max_age_ms (or was never read). On failure the
+     previous configuration stays in use; the status says why. */
+  Store_status refresh(Store &store, const std::string &schema, uint64_t now_ms, uint64_t max_age_ms = 1000);
+  /* nullptr when no container has that name. */
+  const Mc_container *find(std::string_view name) const;
+  /* The container named 'default', else the first by name (as MySQL's plugin chose), or nullptr. */
+  const Mc_container *default_container() const;
+  bool loaded() const { return loaded_; }
+
+ private:
+  std::vector<Mc_container> list_;
+  bool loaded_ = false;
+  uint64_t loaded_at_ms_ = 0;
+  Open_index containers_idx_, options_idx_;
+};
+
+}  // namespace tablesocket
+#endif

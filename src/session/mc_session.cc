@@ -1,0 +1,771 @@
+#include "session/mc_session.h"
+
+#include <atomic>
+#include <cstring>
+#include <ctime>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/kv_cas.h"
+
+namespace tablesocket {
+namespace {
+
+using mc::Mc_command;
+using mc::Mc_meta_code;
+using mc::Mc_reply;
+using mc::Mc_request;
+
+constexpr int32_t kRelativeExptimeMax = 60 * 60 * 24 * 30;  // memcached: larger is a unix time
+
+/* CAS values: unique across workers and increasing across restarts (seeded by the clock). */
+std::atomic<uint64_t> g_cas{0};
+
+/* Captures rows of a container's open index (key, values..., flags, cas, expiry). */
+class Item_rows final : public Row_sink {
+ public:
+  Item_rows(const Kv_layout &l, std::vector<std::string> &cells, std::vector<bool> &nulls)
+      : layout_(l), cells_(cells), nulls_(nulls) {}
+  void begin(size_t ncols) override { ncols_ = ncols; }
+  void value(const char *p, size_t n) override { cells_.emplace_back(p, n); nulls_.push_back(false); }
+  void null() override { cells_.emplace_back(); nulls_.push_back(true); }
+  void end() override {}
+  void cancel() override { cells_.clear(); nulls_.clear(); }
+  bool would_overflow() const override { return false; }
+  size_t ncols() const { return ncols_; }
+
+ private:
+  const Kv_layout &layout_;
+  std::vector<std::string> &cells_;
+  std::vector<bool> &nulls_;
+  size_t ncols_ = 1;
+};
+
+uint64_t to_u64(const std::string &s) {
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') break;
+    v = v * 10 + uint64_t(c - '0');
+  }
+  return v;
+}
+
+int64_t to_i64(const std::string &s) {
+  if (!s.empty() && s[0] == '-') return -int64_t(to_u64(s.substr(1)));
+  return int64_t(to_u64(s));
+}
+
+}  // namespace
+
+uint64_t Mc_session::next_cas() {
+  uint64_t v = g_cas.load(std::memory_order_relaxed);
+  if (v == 0) {
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t seed = (uint64_t(ts.tv_sec) * 1000000 + uint64_t(ts.tv_nsec) / 1000) << 8;
+    g_cas.compare_exchange_strong(v, seed);
+  }
+  return g_cas.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+int64_t Mc_session::absolute_expiry(int32_t exptime) const {
+  if (exptime == 0) return 0;
+  const int64_t now = int64_t(time(nullptr));
+  if (exptime < 0) return 1;  // already expired, as memcached treats a negative exptime
+  if (exptime <= kRelativeExptimeMax) return now + exptime;
+  return exptime;
+}
+
+Mc_session::Open_container *Mc_session::open_container(const Mc_container &c, Store_status *st) {
+  auto it = open_.find(c.name);
+  if (it != open_.end() && it->second.def.same_mapping(c)) return &it->second;
+  Open_container oc;
+  oc.def = c;
+  Index_spec spec;
+  spec.db = c.db;
+  spec.table = c.table;
+  spec.index = c.index;
+  spec.columns = c.columns;
+  spec.filter_columns = c.key_column;  // range gets stop with a filter on the key
+  spec.for_write = true;
+  *st = store_.open_index(spec, oc.idx);
+  if (!st->ok()) return nullptr;
+  auto &slot = open_[c.name];
+  slot = std::move(oc);
+  return &slot;
+}
+
+Mc_session::Open_container *Mc_session::resolve(std::string_view key, std::string_view *row_key, Store_status *st) {
+  *st = containers_.refresh(store_, cfg_.mc_config_schema, monotonic_ms());
+  if (!st->ok() && !containers_.loaded()) return nullptr;
+  *st = {};
+  const Mc_container *c = nullptr;
+  *row_key = key;
+  if (key.size() > 2 && key[0] == '@' && key[1] == '@') {
+    /* @@container.key (MySQL's table_map_delimiter is '.') */
+    std::string_view rest = key.substr(2);
+    size_t dot = rest.find('.');
+    std::string_view name = dot == std::string_view::npos ? rest : rest.substr(0, dot);
+    c = containers_.find(name);
+    *row_key = dot == std::string_view::npos ? std::string_view() : rest.substr(dot + 1);
+  } else {
+    c = current_.empty() ? containers_.default_container() : containers_.find(current_);
+    if (!c) c = containers_.default_container();
+  }
+  if (!c) {
+    *st = Store_status::of(Store_errc::table_open_failed);
+    return nullptr;
+  }
+  return open_container(*c, st);
+}
+
+Store_status Mc_session::lookup(Open_container &oc, const std::string_view *keys, size_t n, std::vector<Item> &items) {
+  std::vector<Datum> in(n);
+  for (size_t i = 0; i < n; ++i) in[i] = Datum{keys[i].data() ? keys[i].data() : "", keys[i].size()};
+  Datum first = in.empty() ? Datum{"", 0} : in[0];
+  Find_request fr;
+  fr.op = Find_op::eq;
+  fr.keys = &first;
+  fr.nkeys = 1;
+  fr.limit = uint32_t(n);
+  if (n > 1) {
+    fr.has_in = true;
+    fr.in_column = 0;
+    fr.in_values = in.data();
+    fr.nin_values = uint32_t(n);
+  }
+  std::vector<std::string> cells;
+  std::vector<bool> nulls;
+  Item_rows sink(oc.def.layout, cells, nulls);
+  Store_status st = store_.find(oc.idx, fr, sink);
+  if (!st.ok()) return st;
+  const Kv_layout &l = oc.def.layout;
+  const size_t nc = 1 + l.nvalues + (l.flags >= 0) + (l.cas >= 0) + (l.expiry >= 0);
+  const int64_t now = int64_t(time(nullptr));
+  for (size_t r = 0; r + nc <= cells.size(); r += nc) {
+    Item it;
+    if (l.expiry >= 0 && !nulls[r + size_t(l.expiry)]) {
+      it.expiry = to_i64(cells[r + size_t(l.expiry)]);
+      if (it.expiry > 0 && it.expiry <= now) continue;  // expired: a miss
+    }
+    it.key = cells[r];
+    for (uint32_t v = 1; v <= l.nvalues; ++v) {
+      if (v > 1) it.value += l.separator;
+      it.value += cells[r + v];
+    }
+    if (l.flags >= 0) it.flags = uint32_t(to_u64(cells[r + size_t(l.flags)]));
+    it.cas = l.cas >= 0 ? to_u64(cells[r + size_t(l.cas)]) : content_cas(it.value, it.flags);
+    if (it.cas == 0) it.cas = content_cas(it.value, it.flags);  // rows written by SQL may hold 0
+    items.push_back(std::move(it));
+  }
+  return {};
+}
+
+Store_status Mc_session::range(Open_container &oc, std::string_view spec, std::vector<Item> &items) {
+  /* MySQL's range gets: "@<k", "@<=k", "@>k", "@>=k", or a lower and an upper bound "@>=a@<b".
+     Rows come in index order, at most mc_max_range_rows of them. */
+  struct Bound { Compare_op op; std::string_view key; };
+  Bound b[2];
+  int nb = 0;
+  std::string_view s = spec;
+  while (!s.empty() && nb < 2) {
+    if (s[0] != '@') return Store_status::of(Store_errc::bad_value);
+    s.remove_prefix(1);
+    Compare_op op;
+    if (s.substr(0, 2) == "<=") { op = Compare_op::le; s.remove_prefix(2); }
+    else if (s.substr(0, 2) == ">=") { op = Compare_op::ge; s.remove_prefix(2); }
+    else if (s.substr(0, 1) == "<") { op = Compare_op::lt; s.remove_prefix(1); }
+    else if (s.substr(0, 1) == ">") { op = Compare_op::gt; s.remove_prefix(1); }
+    else return Store_status::of(Store_errc::bad_value);
+    size_t next = s.find('@');
+    b[nb++] = Bound{op, s.substr(0, next)};
+    s = next == std::string_view::npos ? std::string_view() : s.substr(next);
+  }
+  if (!s.empty() || nb == 0) return Store_status::of(Store_errc::bad_value);
+  const Bound *lower = nullptr, *upper = nullptr;
+  for (int i = 0; i < nb; ++i) {
+    if (b[i].op == Compare_op::gt || b[i].op == Compare_op::ge) lower = &b[i];
+    else upper = &b[i];
+  }
+  Datum start{lower ? lower->key.data() : "", lower ? lower->key.size() : 0};
+  if (!start.ptr) start.ptr = "";
+  Find_request fr;
+  fr.op = lower && lower->op == Compare_op::gt ? Find_op::gt : Find_op::ge;
+  fr.keys = &start;
+  fr.nkeys = 1;
+  fr.limit = cfg_.mc_max_range_rows;
+  Filter stop;
+  if (upper) {
+    stop.type = Filter_type::stop;
+    stop.op = upper->op;
+    stop.column = 0;
+    stop.value = Datum{upper->key.data() ? upper->key.data() : "", upper->key.size()};
+    fr.filters = &stop;
+    fr.nfilters = 1;
+  }
+  std::vector<std::string> cells;
+  std::vector<bool> nulls;
+  Item_rows sink(oc.def.layout, cells, nulls);
+  Store_status st = store_.find(oc.idx, fr, sink);
+  if (!st.ok()) return st;
+  /* Reuse lookup's row decoding by re-reading the captured cells. */
+  const Kv_layout &l = oc.def.layout;
+  const size_t nc = 1 + l.nvalues + (l.flags >= 0) + (l.cas >= 0) + (l.expiry >= 0);
+  const int64_t now = int64_t(time(nullptr));
+  for (size_t r = 0; r + nc <= cells.size(); r += nc) {
+    Item it;
+    if (l.expiry >= 0 && !nulls[r + size_t(l.expiry)]) {
+      it.expiry = to_i64(cells[r + size_t(l.expiry)]);
+      if (it.expiry > 0 && it.expiry <= now) continue;
+    }
+    it.key = cells[r];
+    for (uint32_t v = 1; v <= l.nvalues; ++v) {
+      if (v > 1) it.value += l.separator;
+      it.value += cells[r + v];
+    }
+    if (l.flags >= 0) it.flags = uint32_t(to_u64(cells[r + size_t(l.flags)]));
+    it.cas = l.cas >= 0 ? to_u64(cells[r + size_t(l.cas)]) : content_cas(it.value, it.flags);
+    items.push_back(std::move(it));
+  }
+  return {};
+}
+
+Store_status Mc_session::write(Open_container &oc, Kv_request &kr, Kv_result *res) {
+  kr.now = int64_t(time(nullptr));
+  kr.new_cas = next_cas();
+  Store_status st = store_.kv_write(oc.idx, oc.def.layout, kr, res);
+  if (st.ok()) wrote_in_batch = true;
+  return st;
+}
+
+Mc_session::Exec Mc_session::server_error(const Store_status &st, Byte_buffer &out, bool noreply) {
+  if (st.errc == Store_errc::table_busy || st.errc == Store_errc::row_locked) {
+    uint64_t now = monotonic_ms();
+    if (!parked_since_ms_) parked_since_ms_ = now;
+    if (now - parked_since_ms_ < cfg_.lock_wait_timeout_ms) return Exec::park;
+  }
+  counters_.add(counters_.errors);
+  if (noreply) return Exec::done;
+  std::string msg;
+  switch (st.errc) {
+    case Store_errc::table_open_failed: msg = "no such container table (check the containers configuration)"; break;
+    case Store_errc::index_not_found: msg = "container index not found"; break;
+    case Store_errc::column_not_found: msg = "container column not found"; break;
+    case Store_errc::table_busy:
+    case Store_errc::row_locked: msg = "lock wait timeout"; break;
+    case Store_errc::server_read_only: msg = "server is read-only"; break;
+    case Store_errc::result_too_large: msg = "reply too large"; break;
+    case Store_errc::handler_error: msg = "storage engine error " + std::to_string(st.handler_error); break;
+    case Store_errc::bad_value:
+    case Store_errc::commit_failed:
+      msg = st.message.empty() ? std::string("value rejected") : std::string(st.message);
+      break;
+    default: msg = "request failed"; break;
+  }
+  for (char &c : msg)
+    if (c == '\r' || c == '\n') c = ' ';
+  mc::encode_server_error(out, msg);
+  return Exec::done;
+}
+
+Session_outcome Mc_session::run(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) {
+  mc::Mc_limits limits;
+  limits.max_value_size = uint32_t(cfg_.mc_max_value_size);
+  limits.max_keys = cfg_.max_tokens;
+  unsigned done = 0;
+  if (parked_) {
+    Exec e = execute(parked_rq_, out);
+    if (e == Exec::park) return Session_outcome::parked;
+    parked_ = false;
+    parked_since_ms_ = 0;
+    in.consume(parked_len_);
+    ++done;
+    if (e == Exec::close) return Session_outcome::close;
+  }
+  while (!in.empty()) {
+    if (swallow_) {
+      in.consume(mc::swallow_step(&swallow_, in.size()));
+      continue;
+    }
+    if (done >= max_requests || out.size() >= cfg_.output_high_water) return Session_outcome::yielded;
+    mc::Mc_parse_result pr = mc::parse_request(in.data(), in.size(), limits, &rq_);
+    switch (pr.status) {
+      case mc::Mc_parse_status::need_more:
+        return Session_outcome::idle;
+      case mc::Mc_parse_status::fatal:
+        counters_.add(counters_.protocol_errors);
+        if (pr.reply && pr.error) mc::encode_line(out, pr.error);
+        in.clear();
+        return Session_outcome::close;
+      case mc::Mc_parse_status::error:
+        counters_.add(counters_.errors);
+        if (pr.reply && pr.error) mc::encode_line(out, pr.error);
+        in.consume(pr.consumed);
+        swallow_ = pr.swallow;
+        ++done;
+        continue;
+      case mc::Mc_parse_status::complete:
+        break;
+    }
+    Exec e = execute(rq_, out);
+    if (e == Exec::park) {
+      parked_ = true;
+      parked_rq_ = rq_;
+      parked_len_ = pr.consumed;
+      counters_.add(counters_.lock_waits);
+      return Session_outcome::parked;
+    }
+    parked_since_ms_ = 0;
+    in.consume(pr.consumed);
+    ++done;
+    if (e == Exec::close) return Session_outcome::close;
+  }
+  return Session_outcome::idle;
+}
+
+Mc_session::Exec Mc_session::execute(const Mc_request &rq, Byte_buffer &out) {
+  switch (rq.command) {
+    case Mc_command::get:
+    case Mc_command::gets:
+    case Mc_command::gat:
+    case Mc_command::gats:
+      counters_.add(counters_.requests_find);
+      return exec_get(rq, out);
+    case Mc_command::set:
+    case Mc_command::add:
+    case Mc_command::replace:
+    case Mc_command::append:
+    case Mc_command::prepend:
+    case Mc_command::cas:
+      counters_.add(counters_.requests_insert);
+      return exec_store(rq, out);
+    case Mc_command::del:
+    case Mc_command::incr:
+    case Mc_command::decr:
+    case Mc_command::touch:
+      counters_.add(counters_.requests_modify);
+      return exec_simple_write(rq, out);
+    case Mc_command::flush_all:
+      counters_.add(counters_.requests_modify);
+      return exec_flush(rq, out);
+    case Mc_command::version:
+      counters_.add(counters_.requests_other);
+      mc::encode_version(out, "1.6.18");
+      return Exec::done;
+    case Mc_command::stats:
+      counters_.add(counters_.requests_other);
+      return exec_stats(rq, out);
+    case Mc_command::verbosity:
+      counters_.add(counters_.requests_other);
+      if (!rq.noreply) mc::encode_reply(out, Mc_reply::ok);
+      return Exec::done;
+    case Mc_command::quit:
+      return Exec::close;
+    case Mc_command::mg: counters_.add(counters_.requests_find); return exec_mg(rq, out);
+    case Mc_command::ms: counters_.add(counters_.requests_insert); return exec_ms(rq, out);
+    case Mc_command::md: counters_.add(counters_.requests_modify); return exec_md(rq, out);
+    case Mc_command::ma: counters_.add(counters_.requests_modify); return exec_ma(rq, out);
+    case Mc_command::mn:
+      counters_.add(counters_.requests_other);
+      mc::encode_meta(out, Mc_meta_code::mn, rq, nullptr);
+      return Exec::done;
+    case Mc_command::me: counters_.add(counters_.requests_find); return exec_me(rq, out);
+  }
+  mc::encode_reply(out, Mc_reply::error);
+  return Exec::done;
+}
+
+Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
+  const bool with_cas = rq.command == Mc_command::gets || rq.command == Mc_command::gats;
+  const bool touch = rq.command == Mc_command::gat || rq.command == Mc_command::gats;
+  /* Everything is looked up before anything is written to out, so that a lock wait can park and
+     re-run the whole request. */
+  items_.clear();
+  std::vector<Open_container *> owner;  // the container of each item (gat/gats touch it there)
+  for (std::string_view key : rq.keys) {
+    std::string_view row_key;
+    Store_status st;
+    Open_container *oc = resolve(key, &row_key, &st);
+    if (!oc) return server_error(st, out, false);
+    const size_t first = items_.size();
+    if (key.size() > 2 && key[0] == '@' && key[1] == '@' && key.find('.') == std::string_view::npos) {
+      /* "get @@name": the connection's container becomes name; the reply names its table. */
+      current_.assign(key.substr(2));
+      Item it;
+      it.key.assign(key);
+      it.value = oc->def.db + "/" + oc->def.table;
+      items_.push_back(std::move(it));
+      owner.push_back(nullptr);
+      continue;
+    }
+    if (!row_key.empty() && row_key[0] == '@') {
+      st = range(*oc, row_key, items_);
+      if (st.errc == Store_errc::bad_value) {
+        mc::encode_client_error(out, "bad range in key");
+        return Exec::done;
+      }
+    } else {
+      st = lookup(*oc, &row_key, 1, items_);
+      if (items_.size() > first) items_.back().key.assign(key);  // memcached echoes the key as asked
+    }
+    if (!st.ok()) return server_error(st, out, false);
+    owner.resize(items_.size(), oc);
+  }
+  if (touch) {
+    const int64_t expiry = absolute_expiry(rq.exptime);
+    for (size_t i = 0; i < items_.size(); ++i) {
+      if (!owner[i]) continue;
+      std::string_view row_key = items_[i].key;
+      if (row_key.size() > 2 && row_key[0] == '@' && row_key[1] == '@') {
+        size_t dot = row_key.find('.');
+        row_key = dot == std::string_view::npos ? std::string_view() : row_key.substr(dot + 1);
+      }
+      Kv_request kr;
+      kr.op = Kv_op::touch;
+      kr.key = Datum{row_key.data() ? row_key.data() : "", row_key.size()};
+      kr.expiry = expiry;
+      Kv_result res;
+      Store_status st = write(*owner[i], kr, &res);
+      if (!st.ok()) return server_error(st, out, false);
+    }
+  }
+  for (auto &it : items_) mc::encode_value(out, it.key, it.flags, it.value, with_cas, it.cas);
+  mc::encode_reply(out, Mc_reply::end);
+  counters_.add(counters_.rows_read, items_.size());
+  return Exec::done;
+}
+
+Mc_session::Exec Mc_session::exec_store(const Mc_request &rq, Byte_buffer &out) {
+  std::string_view row_key;
+  Store_status st;
+  Open_container *oc = resolve(rq.key(), &row_key, &st);
+  if (!oc) return server_error(st, out, rq.noreply);
+  Kv_request kr;
+  switch (rq.store_op) {
+    case mc::Mc_store_op::set: kr.op = Kv_op::set; break;
+    case mc::Mc_store_op::add: kr.op = Kv_op::add; break;
+    case mc::Mc_store_op::replace: kr.op = Kv_op::replace; break;
+    case mc::Mc_store_op::append: kr.op = Kv_op::append; break;
+    case mc::Mc_store_op::prepend: kr.op = Kv_op::prepend; break;
+    case mc::Mc_store_op::cas: kr.op = Kv_op::cas; break;
+  }
+  kr.key = Datum{row_key.data() ? row_key.data() : "", row_key.size()};
+  kr.value = Datum{rq.data.data() ? rq.data.data() : "", rq.data.size()};
+  kr.flags = rq.client_flags;
+  kr.expiry = absolute_expiry(rq.exptime);
+  kr.cas = rq.cas_unique;
+  Kv_result res;
+  st = write(*oc, kr, &res);
+  if (!st.ok()) return server_error(st, out, rq.noreply);
+  if (rq.noreply) return Exec::done;
+  switch (res.outcome) {
+    case Kv_outcome::stored: mc::encode_reply(out, Mc_reply::stored); break;
+    case Kv_outcome::not_stored: mc::encode_reply(out, Mc_reply::not_stored); break;
+    case Kv_outcome::exists: mc::encode_reply(out, Mc_reply::exists); break;
+    default: mc::encode_reply(out, Mc_reply::not_found); break;
+  }
+  return Exec::done;
+}
+
+Mc_session::Exec Mc_session::exec_simple_write(const Mc_request &rq, Byte_buffer &out) {
+  std::string_view row_key;
+  Store_status st;
+  Open_container *oc = resolve(rq.key(), &row_key, &st);
+  if (!oc) return server_error(st, out, rq.noreply);
+  Kv_request kr;
+  kr.key = Datum{row_key.data() ? row_key.data() : "", row_key.size()};
+  switch (rq.command) {
+    case Mc_command::del: kr.op = Kv_op::remove; break;
+    case Mc_command::incr: kr.op = Kv_op::incr; kr.delta = rq.delta; break;
+    case Mc_command::decr: kr.op = Kv_op::decr; kr.delta = rq.delta; break;
+    default: kr.op = Kv_op::touch; kr.expiry = absolute_expiry(rq.exptime); break;
+  }
+  Kv_result res;
+  st = write(*oc, kr, &res);
+  if (!st.ok()) return server_error(st, out, rq.noreply);
+  if (rq.noreply) return Exec::done;
+  switch (res.outcome) {
+    case Kv_outcome::deleted: mc::encode_reply(out, Mc_reply::deleted); break;
+    case Kv_outcome::touched: mc::encode_reply(out, Mc_reply::touched); break;
+    case Kv_outcome::number: mc::encode_number(out, res.number); break;
+    case Kv_outcome::not_numeric: mc::encode_client_error(out, "cannot increment or decrement non-numeric value"); break;
+    default: mc::encode_reply(out, Mc_reply::not_found); break;
+  }
+  return Exec::done;
+}
+
+Mc_session::Exec Mc_session::exec_flush(const Mc_request &rq, Byte_buffer &out) {
+  /* flush_all: deletes every row of the connection's container table (one transaction, logged
+     and replicated as row deletions). flush_all <delay>: every row expires <delay> seconds from
+     now instead (needs an expiry column). */
+  std::string_view row_key;
+  Store_status st;
+  Open_container *oc = resolve(std::string_view(), &row_key, &st);
+  if (!oc) return server_error(st, out, rq.noreply);
+  Datum from{"", 0};
+  Find_request fr;
+  fr.op = Find_op::ge;
+  fr.keys = &from;
+  fr.nkeys = 1;
+  fr.limit = UINT32_MAX;
+  uint64_t n = 0;
+  struct Null_sink final : Row_sink {
+    void begin(size_t) override {}
+    void value(const char *, size_t) override {}
+    void null() override {}
+    void end() override {}
+    void cancel() override {}
+    bool would_overflow() const override { return false; }
+  } sink;
+  if (rq.has_delay && rq.delay > 0) {
+    const Kv_layout &l = oc->def.layout;
+    if (l.expiry < 0) {
+      if (!rq.noreply) mc::encode_client_error(out, "flush_all with a delay needs an expiry column");
+      return Exec::done;
+    }
+    /* An index whose only column is the expiry column, so U changes just that. */
+    Open_index exp_idx;
+    Index_spec spec;
+    spec.db = oc->def.db;
+    spec.table = oc->def.table;
+    spec.index = oc->def.index;
+    spec.columns = oc->def.expiry_column;
+    spec.for_write = true;
+    st = store_.open_index(spec, exp_idx);
+    if (!st.ok()) return server_error(st, out, rq.noreply);
+    std::string when = std::to_string(absolute_expiry(rq.delay));
+    Modify_request mr;
+    mr.op = Modify_op::update;
+    Datum v{when.data(), when.size()};
+    mr.values = &v;
+    mr.nvalues = 1;
+    st = store_.modify(exp_idx, fr, mr, sink, &n);
+  } else {
+    Modify_request mr;
+    mr.op = Modify_op::remove;
+    st = store_.modify(oc->idx, fr, mr, sink, &n);
+  }
+  if (!st.ok()) return server_error(st, out, rq.noreply);
+  wrote_in_batch = true;
+  if (!rq.noreply) mc::encode_reply(out, Mc_reply::ok);
+  return Exec::done;
+}
+
+Mc_session::Exec Mc_session::exec_stats(const Mc_request &rq, Byte_buffer &out) {
+  if (rq.nstats_args == 0) {
+    mc::encode_stat(out, "pid", uint64_t(getpid()));
+    mc::encode_stat(out, "time", uint64_t(time(nullptr)));
+    mc::encode_stat(out, "version", "1.6.18");
+    mc::encode_stat(out, "pointer_size", uint64_t(8 * sizeof(void *)));
+    mc::encode_stat(out, "curr_connections", uint64_t(counters_.connections.load()));
+    mc::encode_stat(out, "total_connections", counters_.connections_total.load());
+    mc::encode_stat(out, "cmd_get", counters_.requests_find.load());
+    mc::encode_stat(out, "cmd_set", counters_.requests_insert.load());
+    mc::encode_stat(out, "get_hits", counters_.rows_read.load());
+    mc::encode_stat(out, "rows_written", counters_.rows_written.load());
+    mc::encode_stat(out, "errors", counters_.errors.load());
+    mc::encode_stat(out, "engine", "tablesocket (MariaDB tables)");
+    mc::encode_reply(out, Mc_reply::end);
+    return Exec::done;
+  }
+  std::string_view a = rq.stats_args[0];
+  if (a == "reset") { mc::encode_reply(out, Mc_reply::reset); return Exec::done; }
+  if (a == "settings") {
+    mc::encode_stat(out, "item_size_max", uint64_t(cfg_.mc_max_value_size));
+    mc::encode_stat(out, "maxconns", uint64_t(cfg_.max_connections));
+    mc::encode_reply(out, Mc_reply::end);
+    return Exec::done;
+  }
+  if (a == "items" || a == "slabs" || a == "sizes" || a == "conns" || a == "detail") {
+    mc::encode_reply(out, Mc_reply::end);
+    return Exec::done;
+  }
+  mc::encode_reply(out, Mc_reply::error);
+  return Exec::done;
+}
+
+/* ---- meta commands ---- */
+
+Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
+  std::string_view row_key;
+  Store_status st;
+  Open_container *oc = resolve(rq.key(), &row_key, &st);
+  if (!oc) return server_error(st, out, false);
+  items_.clear();
+  st = lookup(*oc, &row_key, 1, items_);
+  if (!st.ok()) return server_error(st, out, false);
+  if (items_.empty()) {
+    if (!rq.noreply) mc::encode_meta(out, Mc_meta_code::en, rq, nullptr);
+    return Exec::done;
+  }
+  Item &it = items_[0];
+  if (rq.meta.has_ttl) {
+    Kv_request kr;
+    kr.op = Kv_op::touch;
+    kr.key = Datum{it.key.data(), it.key.size()};
+    kr.expiry = absolute_expiry(rq.meta.ttl);
+    Kv_result res;
+    st = write(*oc, kr, &res);
+    if (!st.ok()) return server_error(st, out, false);
+    it.expiry = kr.expiry;
+  }
+  mc::Mc_item_info info;
+  info.cas = it.cas;
+  info.client_flags = it.flags;
+  info.size = uint32_t(it.value.size());
+  info.ttl = it.expiry > 0 ? std::max<int64_t>(it.expiry - int64_t(time(nullptr)), 0) : -1;
+  info.key_binary = rq.meta.base64_key;
+  if (rq.meta.return_value)
+    mc::encode_meta_value(out, rq, &info, it.value);
+  else
+    mc::encode_meta(out, Mc_meta_code::hd, rq, &info);
+  counters_.add(counters_.rows_read);
+  return Exec::done;
+}
+
+Mc_session::Exec Mc_session::exec_ms(const Mc_request &rq, Byte_buffer &out) {
+  std::string_view row_key;
+  Store_status st;
+  Open_container *oc = resolve(rq.key(), &row_key, &st);
+  if (!oc) return server_error(st, out, false);
+  Kv_request kr;
+  switch (rq.store_op) {
+    case mc::Mc_store_op::set: kr.op = Kv_op::set; break;
+    case mc::Mc_store_op::add: kr.op = Kv_op::add; break;
+    case mc::Mc_store_op::replace: kr.op = Kv_op::replace; break;
+    case mc::Mc_store_op::append: kr.op = Kv_op::append; break;
+    case mc::Mc_store_op::prepend: kr.op = Kv_op::prepend; break;
+    case mc::Mc_store_op::cas: kr.op = Kv_op::cas; break;
+  }
+  kr.key = Datum{row_key.data() ? row_key.data() : "", row_key.size()};
+  kr.value = Datum{rq.data.data() ? rq.data.data() : "", rq.data.size()};
+  kr.flags = rq.client_flags;
+  kr.expiry = absolute_expiry(rq.exptime);
+  kr.cas = rq.cas_unique;
+  Kv_result res;
+  st = write(*oc, kr, &res);
+  if (!st.ok()) return server_error(st, out, false);
+  mc::Mc_item_info info;
+  info.cas = kr.new_cas;
+  Mc_meta_code code;
+  switch (res.outcome) {
+    case Kv_outcome::stored: code = Mc_meta_code::hd; break;
+    case Kv_outcome::exists: code = Mc_meta_code::ex; break;
+    case Kv_outcome::not_found: code = Mc_meta_code::nf; break;
+    default: code = Mc_meta_code::ns; break;
+  }
+  if (code == Mc_meta_code::hd && rq.noreply) return Exec::done;
+  mc::encode_meta(out, code, rq, code == Mc_meta_code::hd ? &info : nullptr);
+  return Exec::done;
+}
+
+Mc_session::Exec Mc_session::exec_md(const Mc_request &rq, Byte_buffer &out) {
+  std::string_view row_key;
+  Store_status st;
+  Open_container *oc = resolve(rq.key(), &row_key, &st);
+  if (!oc) return server_error(st, out, false);
+  if (rq.meta.has_compare_cas) {
+    items_.clear();
+    st = lookup(*oc, &row_key, 1, items_);
+    if (!st.ok()) return server_error(st, out, false);
+    if (items_.empty()) { mc::encode_meta(out, Mc_meta_code::nf, rq, nullptr); return Exec::done; }
+    if (items_[0].cas != rq.meta.compare_cas) { mc::encode_meta(out, Mc_meta_code::ex, rq, nullptr); return Exec::done; }
+  }
+  Kv_request kr;
+  kr.op = Kv_op::remove;
+  kr.key = Datum{row_key.data() ? row_key.data() : "", row_key.size()};
+  Kv_result res;
+  st = write(*oc, kr, &res);
+  if (!st.ok()) return server_error(st, out, false);
+  if (res.outcome == Kv_outcome::deleted) {
+    if (!rq.noreply) mc::encode_meta(out, Mc_meta_code::hd, rq, nullptr);
+  } else {
+    mc::encode_meta(out, Mc_meta_code::nf, rq, nullptr);
+  }
+  return Exec::done;
+}
+
+Mc_session::Exec Mc_session::exec_ma(const Mc_request &rq, Byte_buffer &out) {
+  std::string_view row_key;
+  Store_status st;
+  Open_container *oc = resolve(rq.key(), &row_key, &st);
+  if (!oc) return server_error(st, out, false);
+  const bool incr = !(rq.meta.mode == 'D' || rq.meta.mode == 'd' || rq.meta.mode == '-');
+  Kv_request kr;
+  kr.op = incr ? Kv_op::incr : Kv_op::decr;
+  kr.key = Datum{row_key.data() ? row_key.data() : "", row_key.size()};
+  kr.delta = rq.meta.delta;
+  Kv_result res;
+  st = write(*oc, kr, &res);
+  if (!st.ok()) return server_error(st, out, false);
+  bool vivified = false;
+  if (res.outcome == Kv_outcome::not_found && rq.meta.vivify) {
+    /* N<ttl>: create the counter with J<initial> (default 0). */
+    std::string init = std::to_string(rq.meta.initial);
+    Kv_request add;
+    add.op = Kv_op::add;
+    add.key = kr.key;
+    add.value = Datum{init.data(), init.size()};
+    add.expiry = absolute_expiry(rq.meta.vivify_ttl);
+    Kv_result ar;
+    st = write(*oc, add, &ar);
+    if (!st.ok()) return server_error(st, out, false);
+    if (ar.outcome == Kv_outcome::stored) {
+      res.outcome = Kv_outcome::number;
+      res.number = rq.meta.initial;
+      vivified = true;
+    } else {
+      st = write(*oc, kr, &res);
+      if (!st.ok()) return server_error(st, out, false);
+    }
+  }
+  if (res.outcome == Kv_outcome::not_numeric) {
+    mc::encode_client_error(out, "cannot increment or decrement non-numeric value");
+    return Exec::done;
+  }
+  if (res.outcome != Kv_outcome::number) {
+    mc::encode_meta(out, Mc_meta_code::nf, rq, nullptr);
+    return Exec::done;
+  }
+  if (rq.meta.has_ttl) {
+    Kv_request t;
+    t.op = Kv_op::touch;
+    t.key = kr.key;
+    t.expiry = absolute_expiry(rq.meta.ttl);
+    Kv_result tr;
+    st = write(*oc, t, &tr);
+    if (!st.ok()) return server_error(st, out, false);
+  }
+  mc::Mc_item_info info;
+  info.cas = kr.new_cas;
+  std::string v = std::to_string(res.number);
+  info.size = uint32_t(v.size());
+  if (rq.meta.return_value) {
+    mc::encode_meta_value(out, rq, &info, v);
+  } else if (!(rq.noreply && !vivified)) {
+    mc::encode_meta(out, Mc_meta_code::hd, rq, &info);
+  }
+  return Exec::done;
+}
+
+Mc_session::Exec Mc_session::exec_me(const Mc_request &rq, Byte_buffer &out) {
+  std::string_view row_key;
+  Store_status st;
+  Open_container *oc = resolve(rq.key(), &row_key, &st);
+  if (!oc) return server_error(st, out, false);
+  items_.clear();
+  st = lookup(*oc, &row_key, 1, items_);
+  if (!st.ok()) return server_error(st, out, false);
+  if (items_.empty()) {
+    mc::encode_meta(out, Mc_meta_code::en, rq, nullptr);
+    return Exec::done;
+  }
+  mc::Mc_debug_info info;
+  info.exp = items_[0].expiry > 0 ? items_[0].expiry - int64_t(time(nullptr)) : -1;
+  info.cas = items_[0].cas;
+  info.total_size = items_[0].value.size();
+  mc::encode_meta_debug(out, rq.key(), rq.meta.base64_key, info);
+  return Exec::done;
+}
+
+}  // namespace tablesocket

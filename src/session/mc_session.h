@@ -1,0 +1,80 @@
+/* One memcached connection: parses text and meta commands, maps keys to container rows through
+   the Store, and encodes memcached's exact replies. Knows nothing about sockets. */
+#ifndef TABLESOCKET_SESSION_MC_SESSION_H
+#define TABLESOCKET_SESSION_MC_SESSION_H
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/config.h"
+#include "common/stats.h"
+#include "proto/mc/mc_protocol.h"
+#include "session/mc_containers.h"
+#include "session/session.h"
+#include "store/store.h"
+
+namespace tablesocket {
+
+class Mc_session final : public Session {
+ public:
+  Mc_session(Store &store, const Config &cfg, Counters &counters) : store_(store), cfg_(cfg), counters_(counters) {}
+  Session_outcome run(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) override;
+  bool parked() const override { return parked_; }
+
+ private:
+  enum class Exec : uint8_t { done, park, close };
+  struct Open_container {
+    Mc_container def;
+    Open_index idx;
+  };
+  /* A found item: its key, value (joined value columns), flags, cas and expiry. */
+  struct Item {
+    std::string key, value;
+    uint32_t flags = 0;
+    uint64_t cas = 0;
+    int64_t expiry = 0;
+  };
+
+  Exec execute(const mc::Mc_request &rq, Byte_buffer &out);
+  Exec exec_get(const mc::Mc_request &rq, Byte_buffer &out);
+  Exec exec_store(const mc::Mc_request &rq, Byte_buffer &out);
+  Exec exec_simple_write(const mc::Mc_request &rq, Byte_buffer &out);
+  Exec exec_flush(const mc::Mc_request &rq, Byte_buffer &out);
+  Exec exec_stats(const mc::Mc_request &rq, Byte_buffer &out);
+  Exec exec_mg(const mc::Mc_request &rq, Byte_buffer &out);
+  Exec exec_ms(const mc::Mc_request &rq, Byte_buffer &out);
+  Exec exec_md(const mc::Mc_request &rq, Byte_buffer &out);
+  Exec exec_ma(const mc::Mc_request &rq, Byte_buffer &out);
+  Exec exec_me(const mc::Mc_request &rq, Byte_buffer &out);
+
+  /* Resolves a request key: "@@name.key" names the container, anything else uses the current one.
+     Returns the open container (nullptr with *st set when none) and the row key in *row_key. */
+  Open_container *resolve(std::string_view key, std::string_view *row_key, Store_status *st);
+  Open_container *open_container(const Mc_container &c, Store_status *st);
+  /* Looks up keys (all in container oc); appends found, unexpired items in request order. */
+  Store_status lookup(Open_container &oc, const std::string_view *keys, size_t n, std::vector<Item> &items);
+  Store_status range(Open_container &oc, std::string_view spec, std::vector<Item> &items);
+  Store_status write(Open_container &oc, Kv_request &kr, Kv_result *res);
+  int64_t absolute_expiry(int32_t exptime) const;
+  uint64_t next_cas();
+  /* Server-side failure reply ("SERVER_ERROR ..."), or park for a lock wait. */
+  Exec server_error(const Store_status &st, Byte_buffer &out, bool noreply);
+
+  Store &store_;
+  const Config &cfg_;
+  Counters &counters_;
+  Mc_containers containers_;
+  std::unordered_map<std::string, Open_container> open_;
+  std::string current_;  // the connection's container ("" = default)
+  mc::Mc_request rq_, parked_rq_;
+  size_t parked_len_ = 0;
+  bool parked_ = false;
+  uint64_t parked_since_ms_ = 0;
+  uint64_t swallow_ = 0;
+  std::vector<Item> items_;
+};
+
+}  // namespace tablesocket
+#endif
