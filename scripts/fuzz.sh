@@ -3,8 +3,10 @@
 # -fsanitize=fuzzer,address,undefined straight from the sources into build-fuzz/, then runs each
 # for the given number of seconds against its seed corpus fuzz/<proto>/corpus.
 #
-# Usage: scripts/fuzz.sh [seconds] [target...]      (targets by name, e.g. hs; default: all)
+# Usage: scripts/fuzz.sh [seconds] [target...]      (targets by name: hs, mc; default: all)
 #   seconds defaults to $FUZZ_SECONDS, else 30.
+# A libFuzzer dictionary fuzz/<proto>/<target>.dict is used when present (mc has one: commands,
+# meta flags, noreply, CRLF).
 # New inputs go to build-fuzz/corpus-<target>/ (not committed); the seed directory is only read.
 # Crash/leak/timeout reproducers are written to fuzz/<proto>/ (ignored by git); reproduce one with
 #   build-fuzz/<target> fuzz/<proto>/crash-...
@@ -53,12 +55,15 @@ for fuzz_src in src/proto/*/*_fuzz.cc; do
   work=$out/corpus-$name
   mkdir -p "$seeds" "$work"
   log=$out/$name.log
+  extra=()
+  dict=fuzz/$proto/$name.dict
+  [ -f "$dict" ] && extra+=(-dict="$dict")
   echo "== fuzz: running $name for ${seconds}s (seeds: $seeds, log: $log)"
   rc=0
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1} \
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
     "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
-      -print_final_stats=1 -artifact_prefix="fuzz/$proto/" "$work" "$seeds" >"$log" 2>&1 || rc=$?
+      -print_final_stats=1 -artifact_prefix="fuzz/$proto/" ${extra[@]+"${extra[@]}"} "$work" "$seeds" >"$log" 2>&1 || rc=$?
   ran=$((ran + 1))
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n1)

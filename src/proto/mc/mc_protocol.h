@@ -287,7 +287,8 @@ void end_meta_line(Byte_buffer &out);                        // "\r\n"
 /* me (debug) reply: "ME <key> exp=<exp> la=<la> cas=<cas> fetch=<yes|no> cls=<cls> size=<size>\r\n"
    (a binary key is printed base64, without " b"); a miss is encode_meta(out, en, ...). */
 struct Mc_debug_info {
-  int64_t exp = -1;        // seconds until expiry as memcached prints it (-1: never)
+  int64_t exp = -1;        // memcached prints now - exptime, i.e. MINUS the seconds left
+                           // ("exp=-100" = 100 s to live), and -1 for "never expires"
   uint64_t last_access = 0;
   uint64_t cas = 0;
   bool fetched = false;
