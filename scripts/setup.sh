@@ -72,7 +72,7 @@ else
 fi
 
 # ---- 3. build and test packages ----------------------------------------------------------------
-pkg_stamp=$deps/.packages-v1
+pkg_stamp=$deps/.packages-v2
 if [ ! -f "$pkg_stamp" ]; then
   log "installing build and test packages"
   apt-get install -y -qq --no-install-recommends \
@@ -81,7 +81,7 @@ if [ ! -f "$pkg_stamp" ]; then
     libxml2-dev libfmt-dev libsnappy-dev libnuma-dev libcrack2-dev libpam0g-dev gnutls-dev \
     libcurl4-openssl-dev libkrb5-dev libedit-dev libzstd-dev liblz4-dev dpkg-dev \
     python3 python3-venv python3-pip perl libperl-dev libdbi-perl libdbd-mariadb-perl \
-    libmariadb-dev openssl procps iproute2 >/dev/null
+    libmariadb-dev openssl procps iproute2 libmemcached-tools netcat-openbsd >/dev/null
   touch "$pkg_stamp"
 fi
 
