@@ -97,7 +97,15 @@ Mc_session::Open_container *Mc_session::open_container(const Mc_container &c, St
 
 Mc_session::Open_container *Mc_session::resolve(std::string_view key, std::string_view *row_key, Store_status *st) {
   *st = containers_.refresh(store_, cfg_.mc_config_schema, monotonic_ms());
-  if (!st->ok() && !containers_.loaded()) return nullptr;
+  if (!st->ok() && !containers_.loaded()) {
+    if (st->errc == Store_errc::table_open_failed || st->errc == Store_errc::column_not_found) {
+      config_error_ = "no memcached configuration: load sql/memcached_schema.sql (containers table in " +
+                      cfg_.mc_config_schema + ")";
+      st->message = config_error_;
+      st->errc = Store_errc::bad_value;
+    }
+    return nullptr;
+  }
   *st = {};
   const Mc_container *c = nullptr;
   *row_key = key;
@@ -113,7 +121,9 @@ Mc_session::Open_container *Mc_session::resolve(std::string_view key, std::strin
     if (!c) c = containers_.default_container();
   }
   if (!c) {
-    *st = Store_status::of(Store_errc::table_open_failed);
+    config_error_ = "no such container (see the containers table in " + cfg_.mc_config_schema + ")";
+    *st = Store_status::of(Store_errc::bad_value);
+    st->message = config_error_;
     return nullptr;
   }
   return open_container(*c, st);

@@ -74,6 +74,7 @@ class Mc_session final : public Session {
   uint64_t parked_since_ms_ = 0;
   uint64_t swallow_ = 0;
   std::vector<Item> items_;
+  std::string config_error_;  // backs Store_status::message for configuration errors
 };
 
 }  // namespace tablesocket
