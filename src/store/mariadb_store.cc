@@ -220,6 +220,7 @@ Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
     thd_->variables.option_bits |= OPTION_BEGIN;
     thd_->server_status |= SERVER_STATUS_IN_TRANS;
     thd_->variables.sql_mode = global_system_variables.sql_mode;
+    thd_->set_query_id(next_query_id());  // the transaction's implicit XID is taken from it
     in_batch_ = true;
     batch_wrote_ = false;
     batch_lost_writes_ = false;
@@ -260,6 +261,17 @@ Store_status Mariadb_store::prepare_request(Open_index &idx, enum_sql_command co
   return {};
 }
 
+void reset_handler(TABLE *t) {
+  /* What SQL does to every table at the end of a statement: among other things it re-arms
+     handler::mark_trx_read_write(), without which a table written in an earlier transaction
+     would not be marked read-write again, and commits would skip two-phase commit with the
+     binary log. Then our own column bitmaps (every column, full row images) are restored. */
+  t->file->ha_index_or_rnd_end();
+  t->file->ha_reset();
+  t->use_all_columns();
+  t->rpl_write_set = t->write_set;
+}
+
 void Mariadb_store::end_batch() {
   if (!in_batch_) return;
   trans_commit_stmt(thd_);
@@ -268,6 +280,7 @@ void Mariadb_store::end_batch() {
     if (!s.locked) continue;
     s.table->file->ha_index_or_rnd_end();
     mysql_unlock_tables(thd_, s.lock, false);
+    reset_handler(s.table);
     s.locked = false;
   }
   locked_slots_.clear();
@@ -402,8 +415,12 @@ void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_
     KEY_PART_INFO &kp = k.key_part[i];
     const Datum &v = (req.has_in && i == req.in_column) ? req.in_values[in_index] : req.keys[i];
     Field *f = kp.field;
-    if (v.is_null()) {
+    if (v.is_null() && f->real_maybe_null()) {
       f->set_null();
+    } else if (v.is_null()) {
+      /* NULL on a NOT NULL key part can match nothing but the empty value (HandlerSocket's
+         behaviour); storing it also overwrites what an earlier request left in the record. */
+      f->store("", 0, client_cs_);
     } else {
       f->set_notnull();
       f->store(v.ptr, v.len, client_cs_);

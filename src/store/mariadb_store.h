@@ -20,6 +20,9 @@ void destroy_thd(MYSQL_THD thd);
 
 namespace tablesocket {
 
+/* Ends the statement-level state of a table's handler, as SQL does after every statement. */
+void reset_handler(TABLE *t);
+
 /* Result codes of Mariadb_store::modify_row besides handler errors (> 0). */
 constexpr int kRowSkipped = -1;  // '-' would change the sign: the row is left as it is
 constexpr int kBadValue = -2;    // a value SQL would reject; its message is in last_error_

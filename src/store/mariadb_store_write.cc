@@ -62,6 +62,7 @@ bool Mariadb_store::end_write(Table_slot &s, bool ok) {
   if (!ok) trans_rollback_stmt(thd_);
   handler *h = s.table->file;
   h->row_logging = h->row_logging_init = 0;
+  reset_handler(s.table);  // the next write statement marks the engine read-write again
   thd_->reset_binlog_for_next_statement();
   thd_->lock = nullptr;
   thd_->count_cuted_fields = CHECK_FIELD_IGNORE;
