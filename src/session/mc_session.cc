@@ -129,6 +129,28 @@ Mc_session::Open_container *Mc_session::resolve(std::string_view key, std::strin
   return open_container(*c, st);
 }
 
+void Mc_session::decode_items(const Kv_layout &l, const std::vector<std::string> &cells,
+                              const std::vector<bool> &nulls, std::vector<Item> &items) {
+  const size_t nc = 1 + l.nvalues + (l.flags >= 0) + (l.cas >= 0) + (l.expiry >= 0);
+  const int64_t now = int64_t(time(nullptr));
+  for (size_t r = 0; r + nc <= cells.size(); r += nc) {
+    Item it;
+    if (l.expiry >= 0 && !nulls[r + size_t(l.expiry)]) {
+      it.expiry = to_i64(cells[r + size_t(l.expiry)]);
+      if (it.expiry > 0 && it.expiry <= now) continue;  // expired: a miss
+    }
+    it.key = cells[r];
+    for (uint32_t v = 1; v <= l.nvalues; ++v) {
+      if (v > 1) it.value += l.separator;
+      it.value += cells[r + v];
+    }
+    if (l.flags >= 0) it.flags = uint32_t(to_u64(cells[r + size_t(l.flags)]));
+    it.cas = l.cas >= 0 ? to_u64(cells[r + size_t(l.cas)]) : 0;
+    if (it.cas == 0) it.cas = content_cas(it.value, it.flags);  // no cas column, or a row SQL wrote
+    items.push_back(std::move(it));
+  }
+}
+
 Store_status Mc_session::lookup(Open_container &oc, const std::string_view *keys, size_t n, std::vector<Item> &items) {
   std::vector<Datum> in(n);
   for (size_t i = 0; i < n; ++i) in[i] = Datum{keys[i].data() ? keys[i].data() : "", keys[i].size()};
@@ -149,25 +171,7 @@ Store_status Mc_session::lookup(Open_container &oc, const std::string_view *keys
   Item_rows sink(oc.def.layout, cells, nulls);
   Store_status st = store_.find(oc.idx, fr, sink);
   if (!st.ok()) return st;
-  const Kv_layout &l = oc.def.layout;
-  const size_t nc = 1 + l.nvalues + (l.flags >= 0) + (l.cas >= 0) + (l.expiry >= 0);
-  const int64_t now = int64_t(time(nullptr));
-  for (size_t r = 0; r + nc <= cells.size(); r += nc) {
-    Item it;
-    if (l.expiry >= 0 && !nulls[r + size_t(l.expiry)]) {
-      it.expiry = to_i64(cells[r + size_t(l.expiry)]);
-      if (it.expiry > 0 && it.expiry <= now) continue;  // expired: a miss
-    }
-    it.key = cells[r];
-    for (uint32_t v = 1; v <= l.nvalues; ++v) {
-      if (v > 1) it.value += l.separator;
-      it.value += cells[r + v];
-    }
-    if (l.flags >= 0) it.flags = uint32_t(to_u64(cells[r + size_t(l.flags)]));
-    it.cas = l.cas >= 0 ? to_u64(cells[r + size_t(l.cas)]) : content_cas(it.value, it.flags);
-    if (it.cas == 0) it.cas = content_cas(it.value, it.flags);  // rows written by SQL may hold 0
-    items.push_back(std::move(it));
-  }
+  decode_items(oc.def.layout, cells, nulls, items);
   return {};
 }
 
@@ -218,31 +222,14 @@ Store_status Mc_session::range(Open_container &oc, std::string_view spec, std::v
   Item_rows sink(oc.def.layout, cells, nulls);
   Store_status st = store_.find(oc.idx, fr, sink);
   if (!st.ok()) return st;
-  /* Reuse lookup's row decoding by re-reading the captured cells. */
-  const Kv_layout &l = oc.def.layout;
-  const size_t nc = 1 + l.nvalues + (l.flags >= 0) + (l.cas >= 0) + (l.expiry >= 0);
-  const int64_t now = int64_t(time(nullptr));
-  for (size_t r = 0; r + nc <= cells.size(); r += nc) {
-    Item it;
-    if (l.expiry >= 0 && !nulls[r + size_t(l.expiry)]) {
-      it.expiry = to_i64(cells[r + size_t(l.expiry)]);
-      if (it.expiry > 0 && it.expiry <= now) continue;
-    }
-    it.key = cells[r];
-    for (uint32_t v = 1; v <= l.nvalues; ++v) {
-      if (v > 1) it.value += l.separator;
-      it.value += cells[r + v];
-    }
-    if (l.flags >= 0) it.flags = uint32_t(to_u64(cells[r + size_t(l.flags)]));
-    it.cas = l.cas >= 0 ? to_u64(cells[r + size_t(l.cas)]) : content_cas(it.value, it.flags);
-    items.push_back(std::move(it));
-  }
+  decode_items(oc.def.layout, cells, nulls, items);
   return {};
 }
 
 Store_status Mc_session::write(Open_container &oc, Kv_request &kr, Kv_result *res) {
   kr.now = int64_t(time(nullptr));
   kr.new_cas = next_cas();
+  kr.max_value_size = cfg_.mc_max_value_size;
   Store_status st = store_.kv_write(oc.idx, oc.def.layout, kr, res);
   if (st.ok()) wrote_in_batch = true;
   return st;
@@ -472,6 +459,7 @@ Mc_session::Exec Mc_session::exec_store(const Mc_request &rq, Byte_buffer &out) 
     case Kv_outcome::stored: mc::encode_reply(out, Mc_reply::stored); break;
     case Kv_outcome::not_stored: mc::encode_reply(out, Mc_reply::not_stored); break;
     case Kv_outcome::exists: mc::encode_reply(out, Mc_reply::exists); break;
+    case Kv_outcome::too_large: mc::encode_server_error(out, "out of memory storing object"); break;
     default: mc::encode_reply(out, Mc_reply::not_found); break;
   }
   return Exec::done;
@@ -655,8 +643,12 @@ Mc_session::Exec Mc_session::exec_ms(const Mc_request &rq, Byte_buffer &out) {
   Kv_result res;
   st = write(*oc, kr, &res);
   if (!st.ok()) return server_error(st, out, false);
+  if (res.outcome == Kv_outcome::too_large) {
+    mc::encode_server_error(out, "out of memory storing object");
+    return Exec::done;
+  }
   mc::Mc_item_info info;
-  info.cas = kr.new_cas;
+  info.cas = res.cas;
   Mc_meta_code code;
   switch (res.outcome) {
     case Kv_outcome::stored: code = Mc_meta_code::hd; break;
@@ -723,6 +715,7 @@ Mc_session::Exec Mc_session::exec_ma(const Mc_request &rq, Byte_buffer &out) {
     if (ar.outcome == Kv_outcome::stored) {
       res.outcome = Kv_outcome::number;
       res.number = rq.meta.initial;
+      res.cas = ar.cas;
       vivified = true;
     } else {
       st = write(*oc, kr, &res);
@@ -747,7 +740,7 @@ Mc_session::Exec Mc_session::exec_ma(const Mc_request &rq, Byte_buffer &out) {
     if (!st.ok()) return server_error(st, out, false);
   }
   mc::Mc_item_info info;
-  info.cas = kr.new_cas;
+  info.cas = res.cas;
   std::string v = std::to_string(res.number);
   info.size = uint32_t(v.size());
   if (rq.meta.return_value) {

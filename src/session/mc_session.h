@@ -54,6 +54,9 @@ class Mc_session final : public Session {
   Open_container *resolve(std::string_view key, std::string_view *row_key, Store_status *st);
   Open_container *open_container(const Mc_container &c, Store_status *st);
   /* Looks up keys (all in container oc); appends found, unexpired items in request order. */
+  /* Turns captured rows into items, dropping expired ones. */
+  static void decode_items(const Kv_layout &l, const std::vector<std::string> &cells,
+                           const std::vector<bool> &nulls, std::vector<Item> &items);
   Store_status lookup(Open_container &oc, const std::string_view *keys, size_t n, std::vector<Item> &items);
   Store_status range(Open_container &oc, std::string_view spec, std::vector<Item> &items);
   Store_status write(Open_container &oc, Kv_request &kr, Kv_result *res);

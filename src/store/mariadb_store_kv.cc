@@ -91,6 +91,11 @@ Store_status Mariadb_store::kv_set_row(TABLE *t, const Open_index &idx, const Kv
     r = h->ha_update_row(t->record[1], t->record[0]);
     if (r == HA_ERR_RECORD_IS_THE_SAME) r = 0;
   } else {
+    if (missing_required_values(t)) {
+      Store_status e = Store_status::of(Store_errc::bad_value);
+      e.message = last_error_;
+      return e;
+    }
     if (t->default_field && t->update_default_fields(false)) return Store_status::of(Store_errc::bad_value);
     if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return Store_status::of(Store_errc::bad_value);
     r = h->ha_write_row(t->record[0]);
@@ -134,44 +139,54 @@ Store_status Mariadb_store::kv_write(Open_index &idx, const Kv_layout &layout, c
   }
   st = {};
   Kv_request upd = req;
+  auto current_flags = [&]() -> uint32_t {
+    return layout.flags >= 0 ? uint32_t(t->field[idx.columns_[layout.flags]]->val_int()) : 0;
+  };
+  /* The CAS a client will see for the row as written: the new cas value, or the content hash. */
+  auto result_cas = [&](std::string_view value, uint32_t flags) {
+    res->cas = layout.cas >= 0 ? req.new_cas : content_cas(value, flags);
+  };
   switch (req.op) {
     case Kv_op::set:
       st = kv_set_row(t, idx, layout, req, req.value.view(), present);
       res->outcome = Kv_outcome::stored;
+      result_cas(req.value.view(), req.flags);
       break;
     case Kv_op::add:
       if (live) { res->outcome = Kv_outcome::not_stored; break; }
       st = kv_set_row(t, idx, layout, req, req.value.view(), present);
       res->outcome = Kv_outcome::stored;
+      result_cas(req.value.view(), req.flags);
       break;
     case Kv_op::replace:
       if (!live) { res->outcome = Kv_outcome::not_stored; break; }
       st = kv_set_row(t, idx, layout, req, req.value.view(), true);
       res->outcome = Kv_outcome::stored;
+      result_cas(req.value.view(), req.flags);
       break;
     case Kv_op::append:
     case Kv_op::prepend: {
       if (!live) { res->outcome = Kv_outcome::not_stored; break; }
       std::string cur = kv_current_value(t, idx, layout);
+      if (cur.size() + req.value.len > req.max_value_size) { res->outcome = Kv_outcome::too_large; break; }
       std::string v = req.op == Kv_op::append ? cur + std::string(req.value.view()) : std::string(req.value.view()) + cur;
+      const uint32_t flags = current_flags();
       upd.set_flags = false;
       upd.set_expiry = false;
       st = kv_set_row(t, idx, layout, upd, v, true);
       res->outcome = Kv_outcome::stored;
+      result_cas(v, flags);
       break;
     }
     case Kv_op::cas: {
       if (!live) { res->outcome = Kv_outcome::not_found; break; }
       uint64_t current;
-      if (layout.cas >= 0) {
-        current = uint64_t(t->field[idx.columns_[layout.cas]]->val_int());
-      } else {
-        uint32_t flags = layout.flags >= 0 ? uint32_t(t->field[idx.columns_[layout.flags]]->val_int()) : 0;
-        current = content_cas(kv_current_value(t, idx, layout), flags);
-      }
+      current = layout.cas >= 0 ? uint64_t(t->field[idx.columns_[layout.cas]]->val_int()) : 0;
+      if (current == 0) current = content_cas(kv_current_value(t, idx, layout), current_flags());  // e.g. a row SQL wrote
       if (current != req.cas) { res->outcome = Kv_outcome::exists; break; }
       st = kv_set_row(t, idx, layout, req, req.value.view(), true);
       res->outcome = Kv_outcome::stored;
+      result_cas(req.value.view(), req.flags);
       break;
     }
     case Kv_op::incr:
@@ -184,11 +199,13 @@ Store_status Mariadb_store::kv_write(Open_index &idx, const Kv_layout &layout, c
       else
         n = n < req.delta ? 0 : n - req.delta;
       std::string v = std::to_string(n);
+      const uint32_t flags = current_flags();
       upd.set_flags = false;
       upd.set_expiry = false;
       st = kv_set_row(t, idx, layout, upd, v, true);
       res->outcome = Kv_outcome::number;
       res->number = n;
+      result_cas(v, flags);
       break;
     }
     case Kv_op::touch: {

@@ -47,7 +47,19 @@ class Captured_row final : public Row_sink {
 struct Candidate {
   uint32_t group;                 // index into the group list
   std::vector<uchar> key;         // the row's full key image (with primary key parts if needed)
+  std::string ref;                // the row's position (handler::position)
   Captured_row row;
+  /* When the key does not identify a row: the last emitted key of this group and the positions of
+     the rows already emitted with exactly that key, to step past them after a re-dive. */
+  std::vector<uchar> emitted_key;
+  std::vector<std::string> emitted_refs;
+};
+
+/* One key part's place in a key image, for comparisons in index order (DESC parts reversed). */
+struct Part {
+  KEY_PART_INFO *info;
+  uint offset, length;
+  bool reverse;
 };
 
 }  // namespace
@@ -69,37 +81,60 @@ Store_status Mariadb_store::merge(Open_index &idx, const Find_request &req, Row_
   const uint group_len = k.key_part[0].store_length;
   uint bound_len = 0;
   for (uint32_t i = 0; i < req.nkeys; ++i) bound_len += k.key_part[i].store_length;
+  /* The key must identify a row to re-position exactly past one: a UNIQUE key without nullable
+     parts does, and so does InnoDB's extended key (the primary key appended). Otherwise equal-key
+     rows already emitted are skipped by their positions. */
   uint full_parts = k.user_defined_key_parts;
-  if (!(k.flags & HA_NOSAME) && k.ext_key_parts > full_parts) full_parts = k.ext_key_parts;
+  bool exact = (k.flags & HA_NOSAME) && !(k.flags & HA_NULL_PART_KEY);
+  if (!exact && k.ext_key_parts > full_parts) {
+    full_parts = k.ext_key_parts;
+    exact = true;
+  }
   uint full_len = 0;
-  for (uint i = 0; i < full_parts; ++i) full_len += k.key_part[i].store_length;
+  std::vector<Part> parts;
+  for (uint i = 0; i < full_parts; ++i) {
+    KEY_PART_INFO *kp = &k.key_part[i];
+    parts.push_back(Part{kp, full_len, kp->store_length, (kp->key_part_flag & HA_REVERSE_SORT) != 0});
+    full_len += kp->store_length;
+  }
   const key_part_map full_kpm = (key_part_map(1) << full_parts) - 1;
   const key_part_map bound_kpm = (key_part_map(1) << req.nkeys) - 1;
+  /* Compares two key images in index order over parts [from, to). */
+  auto cmp_parts = [&](const uchar *a, const uchar *b, size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      int c = key_tuple_cmp(parts[i].info, a + parts[i].offset, b + parts[i].offset, parts[i].length);
+      if (c) return parts[i].reverse ? -c : c;
+    }
+    return 0;
+  };
 
   handler *h = t->file;
   h->ha_index_or_rnd_end();
   if (int e = h->ha_index_init(idx.index_no_, true)) return Store_status::of(Store_errc::handler_error, e);
 
-  /* Group images, deduplicated: a group listed twice contributes its rows once. */
+  /* Group images, deduplicated as the index compares them (collation-aware): a group listed twice
+     contributes its rows once. */
   std::vector<std::vector<uchar>> groups;
   groups.reserve(req.nin_values);
   for (uint32_t g = 0; g < req.nin_values; ++g) {
     uint len;
     build_key(t, k, req, g, &len);
-    std::vector<uchar> img(key_buf_.begin(), key_buf_.begin() + bound_len);
-    bool dup = false;
-    for (auto &o : groups)
-      if (memcmp(o.data(), img.data(), group_len) == 0) { dup = true; break; }
-    if (!dup) groups.push_back(std::move(img));
+    groups.emplace_back(key_buf_.begin(), key_buf_.begin() + bound_len);
   }
+  std::sort(groups.begin(), groups.end(), [&](const std::vector<uchar> &a, const std::vector<uchar> &b) {
+    return key_tuple_cmp(k.key_part, a.data(), b.data(), group_len) < 0;
+  });
+  groups.erase(std::unique(groups.begin(), groups.end(),
+                           [&](const std::vector<uchar> &a, const std::vector<uchar> &b) {
+                             return key_tuple_cmp(k.key_part, a.data(), b.data(), group_len) == 0;
+                           }),
+               groups.end());
 
   /* Heap order: the rest of the key first (that is the timeline order), then the group. */
-  KEY_PART_INFO *rest_parts = k.key_part + 1;
   auto before = [&](const Candidate *a, const Candidate *b) {  // true if a comes after b
-    int c = full_parts > 1 ? key_tuple_cmp(rest_parts, a->key.data() + group_len, b->key.data() + group_len,
-                                           full_len - group_len)
-                           : 0;
-    if (c == 0) c = key_tuple_cmp(k.key_part, a->key.data(), b->key.data(), group_len);
+    int c = cmp_parts(a->key.data(), b->key.data(), 1, parts.size());
+    if (c == 0) c = cmp_parts(a->key.data(), b->key.data(), 0, 1);
+    if (c == 0) c = a->ref.compare(b->ref);
     return desc ? c < 0 : c > 0;
   };
   std::priority_queue<Candidate *, std::vector<Candidate *>, decltype(before)> heap(before);
@@ -124,6 +159,8 @@ Store_status Mariadb_store::merge(Open_index &idx, const Find_request &req, Row_
     c.group = g;
     c.key.resize(full_len);
     key_copy(c.key.data(), rec, &k, full_len);
+    h->position(rec);
+    c.ref.assign(reinterpret_cast<const char *>(h->ref), h->ref_length);
     c.row.data.clear();
     emit_row(t, idx, c.row);
     heap.push(&c);
@@ -154,11 +191,31 @@ Store_status Mariadb_store::merge(Open_index &idx, const Find_request &req, Row_
       if (sink.would_overflow()) { overflow = true; break; }
     }
     if (emitted >= limit) break;
+    if (!exact) {
+      if (c->emitted_key != c->key) {
+        c->emitted_key = c->key;
+        c->emitted_refs.clear();
+      }
+      c->emitted_refs.push_back(c->ref);
+    }
     int r;
-    if (positioned == int(c->group))
+    if (positioned == int(c->group)) {
       r = desc ? h->ha_index_prev(rec) : h->ha_index_next(rec);
-    else
+    } else if (exact) {
       r = h->ha_index_read_map(rec, c->key.data(), full_kpm, desc ? HA_READ_BEFORE_KEY : HA_READ_AFTER_KEY);
+    } else {
+      /* Back onto the start of the run of rows with the last emitted key (in walking order: engines
+         disagree on where KEY_OR_PREV lands among duplicates), then past the ones already emitted. */
+      r = h->ha_index_read_map(rec, c->key.data(), full_kpm, desc ? HA_READ_PREFIX_LAST : HA_READ_KEY_EXACT);
+      if (r == HA_ERR_KEY_NOT_FOUND || r == HA_ERR_END_OF_FILE)  // that row is gone: continue past its key
+        r = h->ha_index_read_map(rec, c->key.data(), full_kpm, desc ? HA_READ_BEFORE_KEY : HA_READ_AFTER_KEY);
+      while (r == 0 && key_cmp(k.key_part, c->emitted_key.data(), full_len) == 0) {
+        h->position(rec);
+        std::string ref(reinterpret_cast<const char *>(h->ref), h->ref_length);
+        if (std::find(c->emitted_refs.begin(), c->emitted_refs.end(), ref) == c->emitted_refs.end()) break;
+        r = desc ? h->ha_index_prev(rec) : h->ha_index_next(rec);
+      }
+    }
     err = settle(c->group, r);
   }
   h->ha_index_or_rnd_end();

@@ -50,8 +50,28 @@ Store_status Mariadb_store::begin_write(Table_slot &s, enum_sql_command command)
   thd_->count_cuted_fields = CHECK_FIELD_ERROR_FOR_NULL;
   thd_->cuted_fields = 0;
   thd_->abort_on_warning = thd_->is_strict_mode();
+  thd_->get_stmt_da()->set_current_row_for_warning(1);  // messages say "at row 1", as SQL's do
   (void)command;
   return {};
+}
+
+bool Mariadb_store::missing_required_values(TABLE *t) {
+  /* SQL's rule for INSERT: a NOT NULL column without a default that the request does not give is
+     an error under strict sql_mode (ER_NO_DEFAULT_FOR_FIELD), otherwise it gets its type's
+     implicit default. */
+  for (Field **fp = t->field; *fp; ++fp) {
+    Field *f = *fp;
+    if (f->has_explicit_value() || f->vcol_info || (f->flags & AUTO_INCREMENT_FLAG) ||
+        (f->flags & (NO_DEFAULT_VALUE_FLAG | VERS_ROW_START | VERS_ROW_END)) != NO_DEFAULT_VALUE_FLAG ||
+        f->real_type() == MYSQL_TYPE_ENUM)
+      continue;
+    if (thd_->abort_on_warning) {
+      my_error(ER_NO_DEFAULT_FOR_FIELD, MYF(0), f->field_name.str);
+      last_error_ = thd_->get_stmt_da()->message();
+      return true;
+    }
+  }
+  return false;
 }
 
 bool Mariadb_store::end_write(Table_slot &s, bool ok) {
@@ -142,6 +162,7 @@ Store_status Mariadb_store::insert(Open_index &idx, const Datum *values, uint32_
   int r = 0;
   for (uint32_t i = 0; i < n && !r; ++i)
     if (!store_value(t->field[idx.columns_[i]], values[i]).ok()) r = kBadValue;
+  if (!r && missing_required_values(t)) r = kBadValue;
   if (!r && t->default_field && t->update_default_fields(false)) r = kBadValue;
   if (!r && t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) r = kBadValue;
   if (r == kBadValue && last_error_.empty() && thd_->get_stmt_da()->is_error())

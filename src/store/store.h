@@ -4,6 +4,7 @@
 #define TABLESOCKET_STORE_STORE_H
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -141,13 +142,16 @@ struct Kv_request {
   uint64_t delta = 0;     // incr/decr
   int64_t now = 0;        // unix time: rows with 0 < expiry <= now are absent
   uint64_t new_cas = 0;   // the cas to store for a changed row (unique per write)
+  size_t max_value_size = SIZE_MAX;  // append/prepend/incr may not grow a value beyond this
 };
 
-enum class Kv_outcome : uint8_t { stored, not_stored, exists, not_found, deleted, touched, number, not_numeric };
+enum class Kv_outcome : uint8_t { stored, not_stored, exists, not_found, deleted, touched, number, not_numeric,
+                                  too_large };
 
 struct Kv_result {
   Kv_outcome outcome = Kv_outcome::not_found;
   uint64_t number = 0;  // incr/decr: the new value
+  uint64_t cas = 0;     // the row's CAS after a change (the cas column, or the content hash)
 };
 
 /* Where rows go. The store calls begin(), then ncols values per row, then end(); or cancel() on
