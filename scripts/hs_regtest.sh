@@ -22,10 +22,20 @@
 #   --timeout S         per-test timeout in seconds (default 600)
 #   --build-only        only build the Perl client (then exit)
 #   --no-compat         do not load tests/hs_regtest/TSRegtestCompat.pm's client-side fixes
+#   --keep-sql-mode     do not touch the server's sql_mode (see below)
 #   -v, --verbose       print the full diff of failing tests (default: first 40 lines)
 #
 # The suite hard-codes port 9999 for writes; TSRegtestCompat.pm redirects that to --hs-port-wr,
 # so any ports work.  It also fixes three client-side incompatibilities of Debian 12's Perl (see it).
+#
+# sql_mode: tests 15 and 16 expect non-strict value conversion (out-of-range values clamped, zero
+# dates), and tablesocket converts values as SQL would under the server's GLOBAL sql_mode (re-read at
+# every batch).  So the suite runs with `SET GLOBAL sql_mode=''`, and the previous value is restored
+# afterwards (also on failure or Ctrl-C); a server started here gets --sql-mode= from the start.
+#
+# Expected output: tests/hs_regtest/expected/testNN.expected, where present, replaces the suite's
+# testNN.expected when the plugin under test is tablesocket (asked from the server's
+# information_schema.plugins; --plugin / TS_PLUGIN if that fails).  See that directory's README.md.
 #
 # Output: one line per test, then `N passed, M failed`.  Exit status 0 iff all selected tests pass.
 set -uo pipefail
@@ -51,6 +61,7 @@ results=${HS_REGTEST_RESULTS:-$here/var/hs-regtest}
 build_dir=${HS_PERL_BUILD_DIR:-/var/cache/tablesocket/hs-perl}
 timeout_s=${HS_REGTEST_TIMEOUT:-600}
 compat=1
+keep_sql_mode=0
 verbose=0
 build_only=0
 external=0
@@ -81,6 +92,7 @@ while [ $# -gt 0 ]; do
     --timeout) timeout_s=$2; shift 2 ;;
     --timeout=*) timeout_s=${1#*=}; shift ;;
     --no-compat) compat=0; shift ;;
+    --keep-sql-mode) keep_sql_mode=1; shift ;;
     --build-only) build_only=1; shift ;;
     -v|--verbose) verbose=1; shift ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -157,10 +169,13 @@ if [ "$external" = 0 ]; then
   [ -x "$venv_py" ] || die "no Python venv at $venv_py (run scripts/setup.sh)"
   args=(--internal-run --results "$results" --build-dir "$build_dir" --timeout "$timeout_s")
   [ "$compat" = 0 ] && args+=(--no-compat)
+  [ "$keep_sql_mode" = 1 ] && args+=(--keep-sql-mode)
+  sql_mode_arg=(--mysqld-arg=--sql-mode=)
+  [ "$keep_sql_mode" = 1 ] && sql_mode_arg=()
   [ "$verbose" = 1 ] && args+=(-v)
   log "starting a $plugin server on HS ports $hs_port/$hs_port_wr"
   TS_PLUGIN=$plugin "$venv_py" "$here/tests/integration/tsserver.py" serve \
-    --plugin "$plugin" --hs-port "$hs_port" --hs-port-wr "$hs_port_wr" -- \
+    --plugin "$plugin" --hs-port "$hs_port" --hs-port-wr "$hs_port_wr" "${sql_mode_arg[@]}" -- \
     bash -c 'exec "$0" "$@" --sql-port "$TS_SQL_PORT" --hs-port "$TS_HS_PORT" --hs-port-wr "$TS_HS_PORT_WR"' \
     "$0" "${args[@]}" $sel
   rc=$?
@@ -187,7 +202,44 @@ fi
 [ "$compat" = 1 ] && export TS_REGTEST_COMPAT=1 || export TS_REGTEST_COMPAT=0
 DIFF=(diff -u --ignore-space --strip-trailing-cr)   # as in the suite's run.sh + common/compat.sh
 
-log "suite $suite; SQL ${sql_socket:-$host:$sql_port}; HS $host:$hs_port (read) $host:$hs_port_wr (write); logs in $results"
+# ---- SQL on the server under test (mariadb client, root without password) -------------------------
+sql() {
+  local conn=(--protocol=TCP -h "$host" -P "$sql_port")
+  [ -n "$sql_socket" ] && conn=(--protocol=SOCKET -S "$sql_socket")
+  mariadb --no-defaults -uroot "${conn[@]}" -N -B -e "$1"
+}
+command -v mariadb >/dev/null || die "the mariadb command-line client is missing"
+
+# Which plugin is loaded (decides which expected files apply).
+detected=$(sql "SELECT LOWER(plugin_name) FROM information_schema.plugins WHERE plugin_status = 'ACTIVE'
+                AND LOWER(plugin_name) IN ('tablesocket', 'handlersocket')" 2>/dev/null | head -n 1)
+if [ -n "$detected" ]; then
+  [ "$detected" != "$plugin" ] && [ "$external" = 1 ] && log "server runs $detected (TS_PLUGIN/--plugin said $plugin)"
+  plugin=$detected
+else
+  log "could not ask the server which plugin it runs; assuming $plugin"
+fi
+ts_expected_dir=$here/tests/hs_regtest/expected
+
+# Non-strict sql_mode for the run (see the header), restored on exit.
+saved_sql_mode=""
+sql_mode_set=0
+restore_sql_mode() {
+  [ "$sql_mode_set" = 1 ] || return 0
+  sql "SET GLOBAL sql_mode = '$saved_sql_mode'" || log "could not restore GLOBAL sql_mode='$saved_sql_mode'"
+  sql_mode_set=0
+}
+if [ "$keep_sql_mode" = 0 ]; then
+  saved_sql_mode=$(sql "SELECT @@GLOBAL.sql_mode") || die "cannot read @@GLOBAL.sql_mode from the server"
+  trap 'restore_sql_mode' EXIT
+  trap 'restore_sql_mode; exit 130' INT
+  trap 'restore_sql_mode; exit 143' TERM
+  sql "SET GLOBAL sql_mode = ''" || die "cannot SET GLOBAL sql_mode = ''"
+  sql_mode_set=1
+  [ -n "$saved_sql_mode" ] && log "GLOBAL sql_mode set to '' for the run (was '$saved_sql_mode'; restored afterwards)"
+fi
+
+log "suite $suite; plugin $plugin; SQL ${sql_socket:-$host:$sql_port}; HS $host:$hs_port (read) $host:$hs_port_wr (write); logs in $results"
 passed=0; failed=0; failed_names=""
 for t in $sel; do
   rm -f "$results/test$t.log" "$results/test$t.log2" "$results/test$t.diff"
@@ -195,16 +247,22 @@ for t in $sel; do
   (cd "$suite" && timeout --kill-after=10 "$timeout_s" perl "test$t.pl" >"$results/test$t.log" 2>"$results/test$t.log2")
   rc=$?
   secs=$(( $(date +%s) - start ))
-  if "${DIFF[@]}" "$results/test$t.log" "$suite/test$t.expected" >"$results/test$t.diff" 2>&1; then
+  expected=$suite/test$t.expected
+  exp_note=""
+  if [ "$plugin" = tablesocket ] && [ -f "$ts_expected_dir/test$t.expected" ]; then
+    expected=$ts_expected_dir/test$t.expected
+    exp_note=" [expected: tests/hs_regtest/expected/test$t.expected]"
+  fi
+  if "${DIFF[@]}" "$results/test$t.log" "$expected" >"$results/test$t.diff" 2>&1; then
     passed=$((passed + 1))
-    printf 'test%s ok (%ss)\n' "$t" "$secs"
+    printf 'test%s ok (%ss)%s\n' "$t" "$secs" "$exp_note"
     rm -f "$results/test$t.diff"
   else
     failed=$((failed + 1)); failed_names="$failed_names $t"
     why=""
     [ "$rc" = 124 ] && why=" TIMEOUT after ${timeout_s}s" || { [ "$rc" != 0 ] && why=" (perl exit $rc)"; }
-    printf 'test%s FAILED%s (%ss): %s differing lines; diff in %s\n' "$t" "$why" "$secs" \
-      "$(tail -n +3 "$results/test$t.diff" | grep -c '^[-+]')" "$results/test$t.diff"
+    printf 'test%s FAILED%s (%ss): %s differing lines; diff in %s%s\n' "$t" "$why" "$secs" \
+      "$(tail -n +3 "$results/test$t.diff" | grep -c '^[-+]')" "$results/test$t.diff" "$exp_note"
     if [ "$verbose" = 1 ]; then cat "$results/test$t.diff"; else head -n 40 "$results/test$t.diff"; fi
     if [ -s "$results/test$t.log2" ]; then
       printf -- '--- stderr of test%s (first 10 lines) ---\n' "$t"; head -n 10 "$results/test$t.log2"

@@ -222,6 +222,22 @@ class TestFind:
         assert conn.request(b"1\t=\t1\t\n") == b"0\t2\t\tE\n"
         assert conn.request(b"1\t>\t1\t\x00\t10\t0\n") == b"0\t2\ta\tA\tb\t\x00\n"
 
+    def test_null_key_on_not_null_column_does_not_reuse_the_previous_key(self, hs, make_table):
+        t = make_table("k int not null primary key, v varchar(5)", [(0, "zero"), (3, "three"), (5, "five")])
+        s = make_table("k varchar(5) not null primary key, v varchar(5)", [("", "E"), ("b", "B")])
+        conn = hs()
+        assert conn.request(f"P\t1\ttest\t{t}\tPRIMARY\tk,v\n") == b"0\t1\n"
+        assert conn.request(f"P\t2\ttest\t{s}\tPRIMARY\tk,v\n") == b"0\t1\n"
+        # NULL on a NOT NULL int key is 0, whatever was looked up before.
+        assert conn.request(b"1\t=\t1\t\x00\n") == b"0\t2\t0\tzero\n"
+        assert conn.request(b"1\t=\t1\t3\n") == b"0\t2\t3\tthree\n"
+        assert conn.request(b"1\t=\t1\t\x00\n") == b"0\t2\t0\tzero\n"
+        assert conn.request(b"1\t=\t1\t5\n") == b"0\t2\t5\tfive\n"
+        assert conn.request(b"1\t>=\t1\t\x00\t10\t0\n") == b"0\t2\t0\tzero\t3\tthree\t5\tfive\n"
+        # ... and '' on a NOT NULL string key.
+        assert conn.request(b"2\t=\t1\tb\n") == b"0\t2\tb\tB\n"
+        assert conn.request(b"2\t=\t1\t\x00\n") == b"0\t2\t\tE\n"
+
     def test_numeric_key_conversion(self, c):
         # Keys are stored into the key column with MariaDB's string->number conversion.
         assert c.request("1\t=\t1\t3abc\n") == rows(3)
@@ -242,8 +258,19 @@ class TestFind:
         assert c.request("1\n") == b"2\t1\top\n"
 
     def test_bad_op(self, c):
-        for op in ("!", "=>", ">>", "==", "!=", "<>", "x", "", "=<", "+=", ">=="):
+        for op in ("!", "=>", ">>", "==", "!=", "<>", "x", "", "=<", ">==", "++", "+==", "l"):
             assert c.request(f"1\t{op}\t1\t1\n") == b"2\t1\top\n", op
+
+    @pytest.mark.handlersocket_only("'+=' (upsert) and 'L' (last in prefix) are tablesocket ops")
+    def test_tablesocket_ops_are_bad_ops(self, c):
+        assert c.request("1\t+=\t1\t1\n") == b"2\t1\top\n"
+        assert c.request("1\tL\t1\t1\n") == b"2\t1\top\n"
+
+    @pytest.mark.tablesocket_only("'+=' is tablesocket's upsert: a write")
+    def test_upsert_op_on_read_port_is_readonly(self, c):
+        assert c.request("1\t+=\t4\t1\tz\tz\t90\n") == b"2\t1\treadonly\n"
+        assert c.request("1\t+=\t1\t1\n") == b"2\t1\treadonly\n"
+        assert c.request("1\t>=\t1\t1\t10\t0\n") == rows(1, 2, 3, 4, 5, 6)
 
     def test_write_ops_on_read_port(self, c):
         assert c.request("1\t+\t4\t9\tz\tz\t90\n") == b"2\t1\treadonly\n"
@@ -545,39 +572,93 @@ class TestFraming:
 
 
 # ---------------------------------------------------------------------------------------------------
-# HS quirks: odd but real handlersocket.so behaviour, one per test, so that tablesocket can mark the
-# ones it deliberately does differently (@pytest.mark.handlersocket_only("why")).
+# HS quirks: odd but real handlersocket.so behaviour, one per test.  Where tablesocket deliberately
+# answers malformed or odd input differently (normally with a clear error from its parser), the HS
+# test is marked handlersocket_only and is followed by a tablesocket_only counterpart (`..._ts`)
+# asserting tablesocket's exact reply.
+
+HS_LAX = "HS accepts malformed input here; tablesocket answers it with a clear error"
 
 
 class TestHSQuirks:
+    @pytest.mark.handlersocket_only("tablesocket matches index names case-insensitively, like SQL")
     def test_index_names_are_case_sensitive(self, hs, main):
         conn = hs()
         assert conn.request(f"P\t1\ttest\t{main}\tprimary\tid\n") == b"2\t1\tidxnum\n"
         assert conn.request(f"P\t1\ttest\t{main}\tAB\tid\n") == b"2\t1\tidxnum\n"
 
+    @pytest.mark.tablesocket_only("index names are matched case-insensitively, like SQL")
+    def test_index_names_are_case_insensitive_ts(self, hs, main):
+        conn = hs()
+        assert conn.request(f"P\t1\ttest\t{main}\tprimary\tid\n") == b"0\t1\n"
+        assert conn.request("1\t=\t1\t3\n") == b"0\t1\t3\n"
+        assert conn.request(f"P\t2\ttest\t{main}\tAB\tid\n") == b"0\t1\n"
+        assert conn.request("2\t=\t1\tx\t5\t0\n") == b"0\t1\t1\t2\n"
+        assert conn.request(f"P\t3\ttest\t{main}\tUc\tid\n") == b"0\t1\n"
+        assert conn.request("3\t=\t1\t30\n") == b"0\t1\t3\n"
+
+    @pytest.mark.handlersocket_only("tablesocket matches column names case-insensitively, like SQL")
     def test_column_names_are_case_sensitive(self, hs, main):
         # Unlike SQL.
         conn = hs()
         assert conn.request(f"P\t1\ttest\t{main}\tPRIMARY\tID\n") == b"2\t1\tfld\n"
         assert conn.request(f"P\t1\ttest\t{main}\tPRIMARY\tid\tA\n") == b"2\t1\tfld\n"
 
+    @pytest.mark.tablesocket_only("column names are matched case-insensitively, like SQL")
+    def test_column_names_are_case_insensitive_ts(self, hs, main):
+        conn = hs()
+        assert conn.request(f"P\t1\ttest\t{main}\tPRIMARY\tID\n") == b"0\t1\n"
+        assert conn.request("1\t=\t1\t3\n") == b"0\t1\t3\n"
+        assert conn.request(f"P\t2\ttest\t{main}\tPRIMARY\tiD,B\tA\n") == b"0\t1\n"
+        assert conn.request("2\t>=\t1\t1\t10\t0\tF\t=\t0\ty\n") == b"0\t2\t3\tp\t4\t\x00\n"
+        # Still an error for a name that does not exist in any case.
+        assert conn.request(f"P\t3\ttest\t{main}\tPRIMARY\tIDX\n") == b"2\t1\tfld\n"
+
+    @pytest.mark.handlersocket_only(HS_LAX)
     def test_numeric_index_name_is_atoi(self, hs, main):
         # An index name starting with a digit is read with atoi(): trailing junk is ignored.
         conn = hs()
         assert conn.request(f"P\t4\ttest\t{main}\t1junk\tid\n") == b"0\t1\n"
         assert conn.request("4\t=\t1\t30\n") == b"0\t1\t3\n"
 
+    @pytest.mark.tablesocket_only("a numeric index name must be all digits")
+    def test_numeric_index_name_with_junk_is_idxnum_ts(self, hs, main):
+        conn = hs()
+        assert conn.request(f"P\t4\ttest\t{main}\t1junk\tid\n") == b"2\t1\tidxnum\n"
+        assert conn.request("4\t=\t1\t30\n") == b"2\t1\tstmtnum\n"
+        assert conn.request(f"P\t4\ttest\t{main}\t1\tid\n") == b"0\t1\n"
+        assert conn.request("4\t=\t1\t30\n") == b"0\t1\t3\n"
+
+    @pytest.mark.handlersocket_only(HS_LAX)
     def test_bare_open_index(self, hs):
         # "P" alone: empty db and table names.
         conn = hs()
         assert conn.request("P\n") == b"1\t1\topen_table\n"
 
+    @pytest.mark.tablesocket_only("a short P request names what is missing")
+    def test_bare_open_index_ts(self, hs):
+        conn = hs()
+        assert conn.request("P\n") == b"2\t1\tindexid\n"
+        assert conn.request("P\t1\n") == b"2\t1\tdbname\n"
+        assert conn.request("P\t1\ttest\n") == b"2\t1\ttablename\n"
+
+    @pytest.mark.handlersocket_only(HS_LAX)
     def test_index_ids_skip_non_digits(self, hs, main):
         conn = hs()
         assert conn.request(f"P\tx1y\ttest\t{main}\tPRIMARY\tid\n") == b"0\t1\n"
         assert conn.request("1\t=\t1\t3\n") == b"0\t1\t3\n"
         assert conn.request("1a\t=\t1\t3\n") == b"0\t1\t3\n"
 
+    @pytest.mark.tablesocket_only("index ids must be all digits")
+    def test_index_ids_must_be_digits_ts(self, hs, main):
+        conn = hs()
+        assert conn.request(f"P\tx1y\ttest\t{main}\tPRIMARY\tid\n") == b"2\t1\tindexid\n"
+        assert conn.request("1\t=\t1\t3\n") == b"2\t1\tstmtnum\n"
+        assert conn.request(f"P\t1\ttest\t{main}\tPRIMARY\tid\n") == b"0\t1\n"
+        assert conn.request("1a\t=\t1\t3\n") == b"2\t1\tindexid\n"
+        assert conn.request("1\t=\t1\t3\n") == b"0\t1\t3\n"
+
+    @pytest.mark.handlersocket_only(HS_LAX)
     def test_numbers_skip_non_digits(self, c):
         # limit/offset/vlen/IN counts are read skipping every non-digit: "-2" is 2, "1x0" is 10.
         assert c.request("1\t>=\t1\t1\t-2\t0\n") == rows(1, 2)
@@ -585,33 +666,87 @@ class TestHSQuirks:
         assert c.request("1\t>=\t1\t1\t2\t+1\n") == rows(2, 3)
         assert c.request("1\t>=\tx1\t5\t9\t0\n") == rows(5, 6)
 
+    @pytest.mark.tablesocket_only("numbers must be all digits")
+    def test_numbers_must_be_digits_ts(self, c):
+        # A limit/offset that is not all digits is not a limit: it is read as a modify op.
+        assert c.request("1\t>=\t1\t1\t-2\t0\n") == b"2\t1\tmodop\n"
+        assert c.request("1\t>=\t1\t1\t1x0\t0\n") == b"2\t1\tmodop\n"
+        assert c.request("1\t>=\t1\t1\t2\t+1\n") == b"2\t1\tmodop\n"
+        assert c.request("1\t>=\tx1\t5\t9\t0\n") == b"2\t1\tklen\n"
+        assert c.request("1\t=\t1\t1\t10\t0\t@\t0\tx2\t1\t2\n") == b"2\t1\tinvalueslen\n"
+        assert c.request("1\t=\t1\t1\t10\t0\t@\tx0\t2\t1\t2\n") == b"2\t1\tincol\n"
+        assert c.request("1\t>=\t1\t1\t10\t0\tF\t=\tx2\t30\n") == b"2\t1\tfilterfld\n"
+        assert c.request("1\t>=\t1\t1\t2\t1\n") == rows(2, 3)
+
+    @pytest.mark.handlersocket_only(HS_LAX)
     def test_fewer_key_values_than_vlen(self, c):
         # Missing values are empty strings.
         assert c.request("2\t=\t2\tx\n") == b"0\t4\n"
         assert c.request("2\t>=\t2\tx\n") == rows(1)
 
+    @pytest.mark.tablesocket_only("vlen must not exceed the values sent")
+    def test_fewer_key_values_than_vlen_is_klen_ts(self, c):
+        assert c.request("2\t=\t2\tx\n") == b"2\t1\tklen\n"
+        assert c.request("2\t>=\t2\tx\n") == b"2\t1\tklen\n"
+        assert c.request("2\t>=\t3\tx\ty\n") == b"2\t1\tklen\n"
+
+    @pytest.mark.handlersocket_only("tablesocket has no 'S' op")
     def test_sql_op(self, c):
         # Op 'S' is accepted and answered "not implemented".
         assert c.request("1\tS\t1\tselect 1\n") == b"2\t1\tnotimpl\n"
 
+    @pytest.mark.tablesocket_only("no 'S' op: an unknown op")
+    def test_sql_op_is_unknown_ts(self, c):
+        assert c.request("1\tS\t1\tselect 1\n") == b"2\t1\top\n"
+
+    @pytest.mark.handlersocket_only(HS_LAX)
     def test_unknown_modify_op_on_read_port_is_readonly(self, c):
         # The read-only check comes before the modify-op check.
         assert c.request("1\t=\t1\t1\t1\t0\tX\n") == b"2\t1\treadonly\n"
 
+    @pytest.mark.tablesocket_only("the parser rejects an unknown modify op before the port is considered")
+    def test_unknown_modify_op_on_read_port_is_modop_ts(self, c):
+        assert c.request("1\t=\t1\t1\t1\t0\tX\n") == b"2\t1\tmodop\n"
+        assert c.request("1\t=\t1\t1\t1\t0\tU!\n") == b"2\t1\tmodop\n"
+        assert c.request("1\t=\t1\t1\t1\t0\tDD\n") == b"2\t1\tmodop\n"
+        # A well-formed one is still readonly here.
+        assert c.request("1\t=\t1\t1\t1\t0\tD\n") == b"2\t1\treadonly\n"
+
+    @pytest.mark.handlersocket_only(HS_LAX)
     def test_token_after_filters_is_a_modify_op(self, c):
         # Anything after the options that is not F/W is taken as a modify op -> readonly here.
         assert c.request("1\t>=\t1\t1\t10\t0\tX\n") == b"2\t1\treadonly\n"
         assert c.request("1\t>=\t1\t1\t10\t0\tF\t=\t0\tx\tZ\t1\n") == b"2\t1\treadonly\n"
 
+    @pytest.mark.tablesocket_only("a token after the filters that is no modify op is modop")
+    def test_token_after_filters_is_modop_ts(self, c):
+        assert c.request("1\t>=\t1\t1\t10\t0\tX\n") == b"2\t1\tmodop\n"
+        assert c.request("1\t>=\t1\t1\t10\t0\tF\t=\t0\tx\tZ\t1\n") == b"2\t1\tmodop\n"
+
+    @pytest.mark.handlersocket_only("tablesocket reads a NUL IN value as NULL, like a NUL key value")
     def test_in_values_are_never_null(self, c):
         # A NUL IN value is the 1-byte string 0x00, not NULL (a NUL key value is NULL).
         assert c.request("2\t=\t2\ty\t\x00\t10\t0\n") == rows(4)
         assert c.request("2\t=\t2\ty\t\t10\t0\t@\t1\t2\tp\t\x00\n") == rows(3)
 
+    @pytest.mark.tablesocket_only("a NUL IN value is NULL, like a NUL key value")
+    def test_in_value_nul_is_null_ts(self, c):
+        assert c.request("2\t=\t2\ty\t\x00\t10\t0\n") == rows(4)
+        assert c.request("2\t=\t2\ty\t\t10\t0\t@\t1\t2\tp\t\x00\n") == rows(3, 4)
+        assert c.request("2\t=\t1\t\t10\t0\t@\t0\t2\t\x00\tx\n") == rows(6, 1)
+
+    @pytest.mark.handlersocket_only(HS_LAX)
     def test_in_column_beyond_key_values_repeats_the_lookup(self, c):
         # An IN column >= vlen is never substituted: the same lookup is repeated once per value.
         assert c.request("1\t=\t1\t1\t10\t0\t@\t5\t3\ta\tb\tc\n") == rows(1, 1, 1)
 
+    @pytest.mark.tablesocket_only("the IN column must be one of the key values sent")
+    def test_in_column_beyond_key_values_is_invalueskp_ts(self, c):
+        assert c.request("1\t=\t1\t1\t10\t0\t@\t5\t3\ta\tb\tc\n") == b"2\t1\tinvalueskp\n"
+        assert c.request("1\t=\t1\t1\t10\t0\t@\t1\t3\ta\tb\tc\n") == b"2\t1\tinvalueskp\n"
+        assert c.request("2\t=\t1\tx\t10\t0\t@\t1\t2\tp\tq\n") == b"2\t1\tinvalueskp\n"
+
+    @pytest.mark.handlersocket_only(HS_LAX)
     def test_unknown_filter_ops(self, c):
         ALL = "1\t>=\t1\t1\t10\t0"
         # One-char unknown ops and two-char ops ending in '=' other than >= <= != are always false.
@@ -624,6 +759,16 @@ class TestHSQuirks:
         assert c.request(f"{ALL}\tF\t>>\t2\t30\n") == rows(1, 2, 3, 4, 5, 6)
         assert c.request(f"{ALL}\tF\t!==\t2\t30\n") == rows(1, 2, 3, 4, 5, 6)
 
+    @pytest.mark.tablesocket_only("an unknown filter op is filterop")
+    def test_unknown_filter_ops_are_filterop_ts(self, c):
+        ALL = "1\t>=\t1\t1\t10\t0"
+        for f, op in (("F", "!"), ("F", "=="), ("F", "x"), ("W", "=="), ("F", "<>"), ("F", ">>"),
+                      ("F", "!=="), ("F", ""), ("W", "=<")):
+            assert c.request(f"{ALL}\t{f}\t{op}\t2\t30\n") == b"2\t1\tfilterop\n", (f, op)
+        # A bad op in a later filter fails the whole request too.
+        assert c.request(f"{ALL}\tF\t=\t0\tx\tF\t<>\t2\t30\n") == b"2\t1\tfilterop\n"
+        assert c.request(f"{ALL}\tF\t!=\t2\t30\n") == rows(1, 2, 4, 5, 6)
+
     def test_null_filter_on_blob_column_is_accepted(self, hs, make_table):
         t = make_table("id int primary key, tx text", [(1, "a"), (2, None)])
         conn = hs()
@@ -635,8 +780,10 @@ class TestHSQuirks:
 
     @pytest.fixture
     def kv(self, hs, make_table):
+        # The last three rows hold what tablesocket decodes the bad escapes below to.
         t = make_table("k varbinary(10) not null primary key, v varchar(5)",
-                       [(b"nu", "N"), (b"?", "Q"), (b"n", "n")])
+                       [(b"nu", "N"), (b"?", "Q"), (b"n", "n"),
+                        (b"nu\xf0ll", "W"), (b"nu\x01", "T"), (b"n\xc1A", "C")])
         conn = hs()
         assert conn.request(f"P\t1\ttest\t{t}\tPRIMARY\tk,v\n") == b"0\t1\n"
         return conn
@@ -645,12 +792,23 @@ class TestHSQuirks:
         # 0x01 followed by any byte >= 0x40 decodes to byte-0x40: 0x01 0x7f is '?'.
         assert kv.request(b"1\t=\t1\t\x01\x7f\n") == b"0\t2\t?\tQ\n"
 
+    @pytest.mark.handlersocket_only("tablesocket decodes a bad escape (wrapping) instead of truncating")
     def test_unescape_bad_escape_truncates(self, kv):
         # 0x01 followed by a byte < 0x40, or at the end, cuts the value there.
         assert kv.request(b"1\t=\t1\tnu\x01\x30ll\n") == b"0\t2\tnu\tN\n"
         assert kv.request(b"1\t=\t1\tnu\x01\n") == b"0\t2\tnu\tN\n"
         assert kv.request(b"1\t=\t1\tn\x01\x01\x41\n") == b"0\t2\tn\tn\n"
 
+    @pytest.mark.tablesocket_only("a bad escape is decoded (byte - 0x40, wrapping), nothing is cut")
+    def test_unescape_bad_escape_wraps_ts(self, kv):
+        # 0x01 0x30 -> 0x30 - 0x40 = 0xf0; the rest of the value is kept.
+        assert kv.request(b"1\t=\t1\tnu\x01\x30ll\n") == b"0\t2\tnu\xf0ll\tW\n"
+        # A trailing lone 0x01 is kept as it is (and escaped again in the reply).
+        assert kv.request(b"1\t=\t1\tnu\x01\n") == b"0\t2\tnu\x01A\tT\n"
+        # 0x01 0x01 -> 0xc1, then 'A' is an ordinary byte.
+        assert kv.request(b"1\t=\t1\tn\x01\x01\x41\n") == b"0\t2\tn\xc1A\tC\n"
+
+    @pytest.mark.handlersocket_only("tablesocket has no in-band control bytes")
     def test_slash_closes_the_connection(self, hs, main):
         # '/' as the first byte of what one read() returns: the connection is closed, no reply.
         conn = hs()
@@ -658,6 +816,23 @@ class TestHSQuirks:
         conn.send(b"/\n")
         assert conn.is_closed_by_peer(timeout=3)
         assert conn.buf == b""
+
+    @pytest.mark.tablesocket_only("no in-band control bytes: '/' and 'Q' are bad commands")
+    def test_slash_and_q_are_bad_commands_ts(self, hs, main):
+        conn = hs()
+        assert conn.request(f"P\t1\ttest\t{main}\tPRIMARY\tid\n") == b"0\t1\n"
+        for line in (b"/\n", b"Q\n", b"/\t1\n", b"Q\t1\n"):
+            assert conn.request(line) == b"2\t1\tcmd\n", line
+            assert conn.request("1\t=\t1\t1\n") == b"0\t1\t1\n"
+        # Also as the first bytes of a fresh connection's first read.
+        for line in (b"/\n", b"Q\n"):
+            other = hs()
+            assert other.request(line) == b"2\t1\tcmd\n"
+            assert not other.is_closed_by_peer(timeout=0.3)
+            assert other.request(f"P\t1\ttest\t{main}\tPRIMARY\tid\n") == b"0\t1\n"
+            assert other.request("1\t=\t1\t2\n") == b"0\t1\t2\n"
+        # The listener keeps accepting.
+        assert hs().request(f"P\t1\ttest\t{main}\tPRIMARY\tid\n") == b"0\t1\n"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -668,7 +843,7 @@ class TestHSQuirks:
 def test_q_does_not_stop_the_listener(server, hs, main):
     conn = hs()
     conn.send(b"Q\n")
-    conn.recv_all(timeout=0.5)
+    assert conn.recv_all(timeout=0.5) == b"2\t1\tcmd\n"
     conn.close()
     other = hs()
     assert other.request(f"P\t1\ttest\t{main}\tPRIMARY\tid\n") == b"0\t1\n"

@@ -2,7 +2,8 @@
 
 Used by conftest.py (pytest fixtures) and, as a command-line tool, by scripts/hs_regtest.sh:
 
-    python tests/integration/tsserver.py serve [--hs-port 9998 --hs-port-wr 9999] [-- CMD ...]
+    python tests/integration/tsserver.py serve [--hs-port 9998 --hs-port-wr 9999]
+        [--mysqld-arg=--some-option ...] [-- CMD ...]
 
 The plugin under test comes from the environment:
 
@@ -34,6 +35,8 @@ DEBIAN_PLUGIN_DIR = Path(os.environ.get("TS_SYSTEM_PLUGIN_DIR", "/usr/lib/mysql/
 MARIADBD = os.environ.get("TS_MARIADBD", shutil.which("mariadbd") or "/usr/sbin/mariadbd")
 INSTALL_DB = os.environ.get("TS_INSTALL_DB", shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db")
 LOOPBACK = "127.0.0.1"
+MARIADB_CLIENT = os.environ.get("TS_MARIADB", shutil.which("mariadb") or "/usr/bin/mariadb")
+MC_SCHEMA_SQL = REPO_ROOT / "sql" / "memcached_schema.sql"
 
 PLUGINS = ("tablesocket", "handlersocket")
 
@@ -198,7 +201,8 @@ class MariaDBServer:
     """A private mariadbd with the plugin under test.
 
     Attributes: plugin, hs_port (read), hs_port_wr (read/write), sql_port, socket, datadir,
-    log_path, rundir, pid.
+    log_path, rundir, pid; mc_port (tablesocket only: the memcached port, a free port chosen with
+    the others; None with handlersocket).
     """
 
     def __init__(self, plugin: str | None = None, *, hs_port: int | None = None,
@@ -211,6 +215,7 @@ class MariaDBServer:
             raise ServerError(f"unknown plugin {self.plugin!r}")
         self._fixed_ports = (hs_port, hs_port_wr, sql_port)
         self.hs_port, self.hs_port_wr, self.sql_port = hs_port, hs_port_wr, sql_port
+        self.mc_port: int | None = None
         self.base_dir = Path(base_dir) if base_dir else _default_base_dir()
         self.plugin_so = Path(plugin_so) if plugin_so else (
             tablesocket_so() if self.plugin == "tablesocket" else DEBIAN_PLUGIN_DIR / "handlersocket.so")
@@ -267,6 +272,7 @@ class MariaDBServer:
         return ["--plugin-load-add=tablesocket.so",
                 f"--tablesocket-hs-port={self.hs_port}",
                 f"--tablesocket-hs-port-wr={self.hs_port_wr}",
+                f"--tablesocket-mc-port={self.mc_port or 0}",
                 f"--tablesocket-address={LOOPBACK}"]
 
     def command(self) -> list[str]:
@@ -290,6 +296,8 @@ class MariaDBServer:
         want = [p for p in fixed if p is None]
         new = iter(free_ports(len(want), exclude=[p for p in fixed if p]))
         self.hs_port, self.hs_port_wr, self.sql_port = (p if p else next(new) for p in fixed)
+        if self.plugin == "tablesocket":  # else the memcached listener takes 11211, its default
+            self.mc_port = free_ports(1, exclude=[self.hs_port, self.hs_port_wr, self.sql_port])[0]
 
     def start(self) -> "MariaDBServer":
         if self.running():
@@ -335,6 +343,8 @@ class MariaDBServer:
                 sql_ok = self._sql_ping()
             if sql_ok and port_accepts(self.hs_port) and port_accepts(self.hs_port_wr):
                 self.exec_sql("CREATE DATABASE IF NOT EXISTS test", db=None)
+                if self.plugin == "tablesocket":
+                    self.load_mc_schema()
                 return
             time.sleep(0.1)
         raise ServerError(self._failure(
@@ -401,6 +411,14 @@ class MariaDBServer:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
+    def load_mc_schema(self) -> None:
+        """sql/memcached_schema.sql (idempotent): the memcached containers, test.kv, test.demo_test."""
+        with open(MC_SCHEMA_SQL, "rb") as f:
+            r = subprocess.run([MARIADB_CLIENT, "--no-defaults", f"--socket={self.socket}", "-uroot"],
+                               stdin=f, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if r.returncode != 0:
+            raise ServerError(f"loading {MC_SCHEMA_SQL} failed ({r.returncode}): {r.stdout[-2000:]}")
+
     def log_tail(self, lines: int = 60) -> str:
         return tail(self.log_path, lines)
 
@@ -410,7 +428,7 @@ class MariaDBServer:
                 "TS_HS_PORT": str(self.hs_port), "TS_HS_PORT_WR": str(self.hs_port_wr),
                 "TS_SQL_HOST": LOOPBACK, "TS_DATADIR": str(self.datadir),
                 "TS_ERROR_LOG": str(self.log_path), "TS_PLUGIN": self.plugin,
-                "TS_SERVER_PID": str(self.pid or "")}
+                "TS_SERVER_PID": str(self.pid or ""), "TS_MC_PORT": str(self.mc_port or "")}
 
     # ---- SQL ---------------------------------------------------------------------------------
 
@@ -599,11 +617,13 @@ def _cli(argv: Sequence[str]) -> int:
     s.add_argument("--sql-port", type=int, default=None)
     s.add_argument("--base-dir", default=None)
     s.add_argument("--keep", action="store_true", help="keep the run directory afterwards")
+    s.add_argument("--mysqld-arg", action="append", default=[], metavar="ARG",
+                   help="extra mariadbd option, repeatable; write it as --mysqld-arg=--sql-mode=")
     s.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
     srv = MariaDBServer(a.plugin, hs_port=a.hs_port, hs_port_wr=a.hs_port_wr, sql_port=a.sql_port,
-                        base_dir=a.base_dir, name="cli")
+                        base_dir=a.base_dir, extra_args=a.mysqld_arg, name="cli")
     rc = 0
     stop_now = {"flag": False}
 

@@ -5,7 +5,7 @@ Environment:
   TABLESOCKET_HS_PORT_WR   the read-write port (required, else every test is skipped)
   TABLESOCKET_SQL_SOCKET   the server's Unix socket, for creating tables with the mariadb
                            CLI (required); TABLESOCKET_MARIADB_CLI overrides the binary
-  TABLESOCKET_EXTENSIONS=1 also run the tablesocket-only tests (ops L and +=)
+  TABLESOCKET_EXTENSIONS=1 also run the tablesocket-only tests (ops L, +=, M- and M+)
 
 TS_HS_HOST, TS_HS_PORT_WR and TS_SQL_SOCKET (as set by
 `tests/integration/tsserver.py serve -- CMD`) are used when the TABLESOCKET_* names are unset.
@@ -51,7 +51,7 @@ if shutil.which(MARIADB) is None:
 PORT = int(PORT_WR)
 DB = "test"
 extensions = pytest.mark.skipif(
-    not EXTENSIONS, reason="tablesocket extension (L, +=); set TABLESOCKET_EXTENSIONS=1")
+    not EXTENSIONS, reason="tablesocket extension (L, +=, M-/M+); set TABLESOCKET_EXTENSIONS=1")
 
 _RUN = f"{os.getpid()}_{int(time.time()) % 100000}"
 _counter = itertools.count()
@@ -360,3 +360,111 @@ def test_upsert(client, users):
     by_name.upsert(["dave", 9])  # same unique key: update
     assert users.get([2]) == (b"2", b"dave", None, b"9")
     assert len(users.find(">=", [0], 10)) == 2
+
+
+# ---- timelines (M- / M+) ---------------------------------------------------------------------
+
+MESSAGES = ("id BIGINT NOT NULL PRIMARY KEY, user_id INT NOT NULL, body VARCHAR(40), "
+            "KEY by_user(user_id, id)")
+FOLLOWERS = "user_id INT NOT NULL, follower_id INT NOT NULL, PRIMARY KEY(follower_id, user_id)"
+
+
+def _timeline_tables(client, nmsg=600, nusers=30):
+    import random
+
+    rng = random.Random(42)
+    m, f = make_table(MESSAGES), make_table(FOLLOWERS)
+    rows = [(i, rng.randint(1, nusers), f"m{i}") for i in rng.sample(range(1, 10 * nmsg), nmsg)]
+    follows = sorted({(rng.randint(1, nusers + 5), u) for u in range(1, 11) for _ in range(8)})
+    w = client.open_index(DB, m, "PRIMARY", ["id", "user_id", "body"])
+    fw = client.open_index(DB, f, "PRIMARY", ["user_id", "follower_id"])
+    with client.pipeline() as p:
+        for r in rows:
+            p.insert(w, list(r))
+        for fr in follows:
+            p.insert(fw, list(fr))
+    return m, f, rows, follows
+
+
+def _model(rows, groups, newest_first=True, limit=10 ** 9, bound=None):
+    g = set(groups)
+    sel = sorted((r for r in rows if r[1] in g and (
+        bound is None or (r[0] < bound if newest_first else r[0] > bound))), reverse=newest_first)
+    return sel[:limit]
+
+
+@extensions
+def test_merge(client):
+    m, _, rows, _ = _timeline_tables(client)
+    msgs = client.open_index(DB, m, "by_user", ["id", "user_id", "body"], ["body"],
+                             decode=[int, int, True])
+    groups = [1, 2, 3, 5, 8, 13, 21, 3, 99]        # a duplicate and a user without messages
+    assert msgs.merge(groups, 20) == _model(rows, groups, True, 20)
+    assert msgs.merge(groups, 20, newest_first=False) == _model(rows, groups, False, 20)
+    assert msgs.merge(groups, 5, offset=3) == _model(rows, groups, True, 8)[3:]
+    assert msgs.merge([99, 100], 5) == []
+    # page through everything with the bound, both ways
+    for newest_first in (True, False):
+        walked, bound = [], None
+        for _ in range(100):
+            kw = {"before" if newest_first else "after": bound} if bound is not None else {}
+            page = msgs.merge(groups, 17, newest_first=newest_first, **kw)
+            if not page:
+                break
+            walked += page
+            bound = page[-1][0]
+        assert walked == _model(rows, groups, newest_first)
+    # filters: F skips rows
+    assert msgs.merge(groups, 50, filters=[Filter("F", "!=", "body", "m7")]) == [
+        r for r in _model(rows, groups, True) if r[2] != "m7"][:50]
+    # pipelined
+    with client.pipeline() as p:
+        r = [p.merge(msgs, [u], 3) for u in range(1, 6)]
+    assert [x.value for x in r] == [_model(rows, [u], True, 3) for u in range(1, 6)]
+
+
+@extensions
+def test_timeline(client):
+    m, f, rows, follows = _timeline_tables(client)
+    msgs = client.open_index(DB, m, "by_user", ["id", "user_id", "body"], decode=[int, int, True])
+    followees = client.open_index(DB, f, "PRIMARY", ["user_id"])
+
+    def of(u):
+        return sorted(v for v, w in follows if w == u)
+
+    for u in range(1, 13):                 # 11 and 12 follow nobody: []
+        assert msgs.timeline(followees, [u], 20) == _model(rows, of(u), True, 20)
+        assert msgs.timeline(followees, [u], 7, newest_first=False) == _model(rows, of(u), False, 7)
+        assert msgs.timeline(followees, [u], 20, max_groups=2) == _model(rows, of(u)[:2], True, 20)
+        first = msgs.timeline(followees, [u], 10)
+        if first:
+            assert msgs.timeline(followees, [u], 10, before=first[-1][0]) == _model(
+                rows, of(u), True, 10, first[-1][0])
+    client.reconnect()                      # both indexes are re-opened by themselves
+    assert msgs.timeline(followees, [1], 5) == _model(rows, of(1), True, 5)
+    with client.pipeline() as p:
+        r = [p.timeline(msgs, followees, [u], 5) for u in range(1, 11)]
+    assert [x.value for x in r] == [_model(rows, of(u), True, 5) for u in range(1, 11)]
+
+
+@extensions
+def test_timeline_async(client):
+    m, f, rows, follows = _timeline_tables(client)
+
+    async def main():
+        async with ts.AsyncClient(HOST, PORT, timeout=10) as c:
+            msgs = await c.open_index(DB, m, "by_user", ["id", "user_id", "body"],
+                                      decode=[int, int, True])
+            followees = await c.open_index(DB, f, "PRIMARY", ["user_id"])
+            got = await asyncio.gather(*(msgs.timeline(followees, [u], 10) for u in range(1, 11)))
+            assert got == [_model(rows, sorted(v for v, w in follows if w == u), True, 10)
+                           for u in range(1, 11)]
+            assert await msgs.merge([1, 2], 4, newest_first=False, after=0) == _model(
+                rows, [1, 2], False, 4)
+            async with c.pipeline() as p:
+                a = p.merge(msgs, [3], 2)
+                b = p.timeline(msgs, followees, [1], 2)
+            assert a.value == _model(rows, [3], True, 2)
+            assert b.value == _model(rows, sorted(v for v, w in follows if w == 1), True, 2)
+
+    asyncio.run(main())

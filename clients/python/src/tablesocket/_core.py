@@ -144,8 +144,8 @@ class Batch:
             if req.opens and req.index_id is not None:
                 self._session.mark_closed(req.index_id, self.generation)
                 self._failed_opens[req.index_id] = e
-            elif req.index_id is not None and req.index_id in self._failed_opens:
-                e = self._failed_opens[req.index_id]  # the open before it failed: say why
+            else:
+                e = self._failed_open(req) or e  # an open before it failed: say why
             op.result._fail(e)
             return
         except ClientError as e:  # a value that could not be decoded as asked
@@ -155,11 +155,22 @@ class Batch:
         self.pos += 1
         if req.opens and req.index_id is not None:
             self._failed_opens.pop(req.index_id, None)
-        elif req.index_id is not None and req.index_id in self._failed_opens:
-            # the client re-opened this index first and that failed: report why
-            op.result._fail(self._failed_opens[req.index_id])
-            return
+        else:
+            failed = self._failed_open(req)
+            if failed is not None:
+                # the client re-opened an index first and that failed: report why
+                op.result._fail(failed)
+                return
         op.result._set(value)
+
+    def _failed_open(self, req: Request) -> Optional[ServerError]:
+        """The error of a failed open, in this batch, of an index the request uses."""
+        if not self._failed_opens:
+            return None
+        for i in (req.index_id, *req.also_uses):
+            if i is not None and i in self._failed_opens:
+                return self._failed_opens[i]
+        return None
 
     def fail(self, exc: BaseException) -> None:
         for op in self.ops[self.pos :]:
@@ -217,9 +228,11 @@ class Session:
             req = op.request
             if req.opens and req.index_id is not None:
                 self.opened.add(req.index_id)
-            elif req.index_id is not None and req.index_id not in self.opened:
-                out.append(Operation(self.open_request(req.index_id), hidden=True))
-                self.opened.add(req.index_id)
+            else:
+                for i in (req.index_id, *req.also_uses):
+                    if i is not None and i not in self.opened:
+                        out.append(Operation(self.open_request(i), hidden=True))
+                        self.opened.add(i)
             out.append(op)
         return Batch(self, out)
 
@@ -229,6 +242,38 @@ class Session:
 # ---------------------------------------------------------------------------------------
 
 InSpec = Optional[Tuple[int, Sequence[Value]]]
+
+#: A timeline bound: one value (for the key part after the group) or a list of values
+#: (for the key parts after the group, in order); ``None`` means no bound.
+Bound = Union[Value, Sequence[Value]]
+
+
+def _merge_op_and_bound(newest_first: bool, before: Optional[Bound],
+                        after: Optional[Bound]) -> Tuple[str, List[Value]]:
+    """``M-``/``M+`` and the bound values, checking that the bound fits the direction."""
+    if not isinstance(newest_first, bool):
+        raise ClientError("newest_first must be a bool")
+    if before is not None and after is not None:
+        raise ClientError("give before= or after=, not both")
+    if newest_first:
+        if after is not None:
+            raise ClientError("after= needs newest_first=False (a newest-first timeline pages "
+                              "with before=, the key of the last row seen)")
+        bound = before
+    else:
+        if before is not None:
+            raise ClientError("before= needs newest_first=True (an oldest-first timeline pages "
+                              "with after=, the key of the last row seen)")
+        bound = after
+    if bound is None:
+        values: List[Value] = []
+    elif isinstance(bound, (list, tuple)):
+        values = list(bound)
+        if not values:
+            raise ClientError("an empty bound: pass None for no bound")
+    else:
+        values = [bound]  # type: ignore[list-item]
+    return ("M-" if newest_first else "M+"), values
 
 
 class IndexBase:
@@ -288,6 +333,32 @@ class IndexBase:
         return self._rows_request(proto.encode_find(
             self.id, proto.LAST_OP, prefix, limit, offset, None, filters,
             filter_columns=self.spec.filter_columns))
+
+    def _merge_req(self, groups: Sequence[Value], limit: int, offset: int, newest_first: bool,
+                   before: Optional[Bound], after: Optional[Bound],
+                   filters: Iterable[Filter]) -> Request:
+        op, bound = _merge_op_and_bound(newest_first, before, after)
+        return self._rows_request(proto.encode_merge(
+            self.id, op, limit, offset, bound=bound, groups=groups, filters=filters,
+            filter_columns=self.spec.filter_columns))
+
+    def _timeline_req(self, source: "IndexBase", source_keys: Sequence[Value], limit: int,
+                      offset: int, newest_first: bool, before: Optional[Bound],
+                      after: Optional[Bound], max_groups: int,
+                      filters: Iterable[Filter]) -> Request:
+        if not isinstance(source, IndexBase):
+            raise ClientError("source must be an index handle (from open_index)")
+        check_index_owner(source, self._client)
+        if not source.spec.columns:
+            raise ClientError("the source index must be opened with at least one column")
+        op, bound = _merge_op_and_bound(newest_first, before, after)
+        req = self._rows_request(proto.encode_merge(
+            self.id, op, limit, offset, bound=bound,
+            source=(source.id, source_keys, max_groups), filters=filters,
+            filter_columns=self.spec.filter_columns))
+        if source.id != self.id:
+            req.also_uses = (source.id,)
+        return req
 
     def _insert_req(self, values: Sequence[Value], op: str) -> Request:
         vals = proto._as_values(values, "values")
@@ -426,6 +497,23 @@ class PipelineBase:
     def last(self, index: IndexBase, prefix: Sequence[Value] = (), limit: int = 1,
              offset: int = 0, *, filters: Iterable[Filter] = ()) -> "Result[List[proto.Row]]":
         return self._queue(index, index._last_req(prefix, limit, offset, filters))
+
+    def merge(self, index: IndexBase, groups: Sequence[Value], limit: int, *, offset: int = 0,
+              newest_first: bool = True, before: Optional[Bound] = None,
+              after: Optional[Bound] = None,
+              filters: Iterable[Filter] = ()) -> "Result[List[proto.Row]]":
+        return self._queue(index, index._merge_req(groups, limit, offset, newest_first, before,
+                                                   after, filters))
+
+    def timeline(self, index: IndexBase, source: IndexBase, source_keys: Sequence[Value],
+                 limit: int, *, offset: int = 0, newest_first: bool = True,
+                 before: Optional[Bound] = None, after: Optional[Bound] = None,
+                 max_groups: int = 1000,
+                 filters: Iterable[Filter] = ()) -> "Result[List[proto.Row]]":
+        check_index_owner(index, self._client)
+        return self._queue(index, index._timeline_req(source, source_keys, limit, offset,
+                                                      newest_first, before, after, max_groups,
+                                                      filters))
 
     def insert(self, index: IndexBase, values: Sequence[Value]) -> "Result[Optional[int]]":
         return self._queue(index, index._insert_req(values, "+"))

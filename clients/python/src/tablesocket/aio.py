@@ -29,6 +29,7 @@ from typing import (
 from . import errors
 from ._core import (
     Batch,
+    Bound,
     IndexBase,
     InSpec,
     Operation,
@@ -330,6 +331,23 @@ class AsyncIndex(IndexBase):
                    filters: Iterable[Filter] = ()) -> List[Row]:
         return await self._client._call(  # type: ignore[no-any-return]
             self._last_req(prefix, limit, offset, filters))
+
+    async def merge(self, groups: Sequence[Value], limit: int, *, offset: int = 0,
+                    newest_first: bool = True, before: Optional[Bound] = None,
+                    after: Optional[Bound] = None,
+                    filters: Iterable[Filter] = ()) -> List[Row]:
+        """See :meth:`tablesocket.Index.merge`."""
+        return await self._client._call(self._merge_req(  # type: ignore[no-any-return]
+            groups, limit, offset, newest_first, before, after, filters))
+
+    async def timeline(self, source: "AsyncIndex", source_keys: Sequence[Value], limit: int, *,
+                       offset: int = 0, newest_first: bool = True,
+                       before: Optional[Bound] = None, after: Optional[Bound] = None,
+                       max_groups: int = 1000, filters: Iterable[Filter] = ()) -> List[Row]:
+        """See :meth:`tablesocket.Index.timeline`."""
+        return await self._client._call(self._timeline_req(  # type: ignore[no-any-return]
+            source, source_keys, limit, offset, newest_first, before, after, max_groups,
+            filters))
 
     async def insert(self, values: Sequence[Value]) -> Optional[int]:
         return await self._client._call(self._insert_req(values, "+"))  # type: ignore[no-any-return]

@@ -25,6 +25,7 @@ from typing import (
 from . import errors
 from ._core import (
     Batch,
+    Bound,
     IndexBase,
     InSpec,
     Operation,
@@ -431,6 +432,42 @@ class Index(IndexBase):
         """tablesocket extension ``L``: the last ``limit`` rows whose leading key parts
         equal ``prefix``, highest key first (not supported by HandlerSocket)."""
         return self._client._call(self._last_req(prefix, limit, offset, filters))  # type: ignore[no-any-return]
+
+    def merge(self, groups: Sequence[Value], limit: int, *, offset: int = 0,
+              newest_first: bool = True, before: Optional[Bound] = None,
+              after: Optional[Bound] = None, filters: Iterable[Filter] = ()) -> List[Row]:
+        """tablesocket extension ``M-``/``M+``: a timeline over many groups.
+
+        The index's first key part is the group (e.g. ``user_id`` of an index
+        ``(user_id, id)``). Returns the ``limit`` rows of all ``groups`` that come first
+        in the order of the index's other key parts: newest (highest) first, or oldest
+        first with ``newest_first=False``. A group listed twice counts once; a group
+        without rows contributes nothing.
+
+        Page with an exclusive bound on the key parts after the group: ``before=`` (the
+        key of the last row seen, e.g. its id; rows strictly older) for newest-first,
+        ``after=`` (strictly newer) for oldest-first. Unlike ``offset``, a bound is
+        stable while rows are inserted. A bound is one value, or a list of values for
+        several key parts. ``filters`` apply per row; a ``W`` filter ends the walk of
+        the group whose row failed. Not supported by HandlerSocket."""
+        return self._client._call(self._merge_req(  # type: ignore[no-any-return]
+            groups, limit, offset, newest_first, before, after, filters))
+
+    def timeline(self, source: "Index", source_keys: Sequence[Value], limit: int, *,
+                 offset: int = 0, newest_first: bool = True, before: Optional[Bound] = None,
+                 after: Optional[Bound] = None, max_groups: int = 1000,
+                 filters: Iterable[Filter] = ()) -> List[Row]:
+        """tablesocket extension: :meth:`merge` over the groups that another index
+        gives, in one round trip. The groups are the first opened column of the rows
+        ``source`` finds with ``=`` for ``source_keys`` (at most ``max_groups`` of them,
+        in the source index's order). For example, with ``follows`` opened on
+        ``follower(user_id, follower_id, PRIMARY KEY(follower_id, user_id))`` for the
+        column ``user_id``, ``messages.timeline(follows, [me], 20)`` is the newest 20
+        messages of the users ``me`` follows. No groups: ``[]``. ``source`` must come
+        from the same client; it is (re)opened as needed like any index."""
+        return self._client._call(self._timeline_req(  # type: ignore[no-any-return]
+            source, source_keys, limit, offset, newest_first, before, after, max_groups,
+            filters))
 
     def insert(self, values: Sequence[Value]) -> Optional[int]:
         """Insert a row (values for the first ``len(values)`` opened columns; the rest

@@ -45,6 +45,8 @@ __all__ = [
     "encode_auth",
     "encode_find",
     "encode_insert",
+    "encode_merge",
+    "MERGE_OPS",
     "LineReader",
     "Reply",
     "parse_reply",
@@ -76,6 +78,7 @@ FILTER_TYPES = ("F", "W")
 MOD_OPS = ("U", "+", "-", "D")
 INSERT_OPS = ("+", "+=")  # '+=' is tablesocket's upsert
 LAST_OP = "L"  # tablesocket: last N rows within a key prefix, newest first
+MERGE_OPS = ("M-", "M+")  # tablesocket: k-way merge over groups, newest / oldest first
 
 _U32_MAX = 0xFFFFFFFF
 
@@ -315,6 +318,57 @@ def encode_find(
     return b"\t".join(parts) + b"\n"
 
 
+def encode_merge(
+    index_id: int,
+    op: str,
+    limit: int,
+    offset: int = 0,
+    *,
+    bound: Sequence[Value] = (),
+    groups: Optional[Sequence[Value]] = None,
+    source: Optional[Tuple[int, Sequence[Value], int]] = None,
+    filters: Iterable[Filter] = (),
+    filter_columns: Optional[Sequence[str]] = None,
+) -> bytes:
+    """tablesocket's timeline ops: ``M-`` (newest first) or ``M+`` (oldest first).
+
+    ``<id> <op> <1+len(bound)> 0 <bound...> <limit> <offset> @ 0 <k> <g1..gk> [F|W ...]``
+    with explicit ``groups``, or, with ``source=(source_id, keys, max_groups)``,
+    ``... @ 0 ^ <source_id> <n> <k1..kn> <max_groups> [F|W ...]``: the groups are then
+    the first column of the rows that index ``source_id`` finds with ``=`` for the keys.
+
+    The first key value (the group's key part, replaced by the IN list) is a placeholder;
+    ``bound`` holds values for the following key parts, an exclusive bound: rows older
+    than it for ``M-``, newer than it for ``M+``.
+    """
+    if op not in MERGE_OPS:
+        raise ClientError(f"merge op must be 'M-' or 'M+', got {op!r}")
+    if (groups is None) == (source is None):
+        raise ClientError("a merge needs either groups or a source index")
+    bound = list(_as_values(bound, "bound"))
+    parts = [_uint(index_id, "index id"), op.encode(), b"%d" % (1 + len(bound)), b"0"]
+    parts.extend(encode_value(v) for v in bound)
+    parts += [_uint(limit, "limit", minimum=1), _uint(offset, "offset"), b"@", b"0"]
+    if groups is not None:
+        gvals = list(_as_values(groups, "groups"))
+        if not gvals:
+            raise ClientError("groups must not be empty")
+        parts.append(b"%d" % len(gvals))
+        parts.extend(encode_value(g) for g in gvals)
+    else:
+        assert source is not None
+        source_id, keys, max_groups = source
+        kvals = list(_as_values(keys, "source keys"))
+        if not kvals:
+            raise ClientError("source keys must not be empty")
+        parts += [b"^", _uint(source_id, "source index id"), b"%d" % len(kvals)]
+        parts.extend(encode_value(k) for k in kvals)
+        parts.append(_uint(max_groups, "max_groups", minimum=1))
+    for fp in _check_filters(filters, filter_columns):
+        parts.extend(fp)
+    return b"\t".join(parts) + b"\n"
+
+
 def encode_insert(index_id: int, values: Sequence[Value], op: str = "+") -> bytes:
     """``<id> + <n> <v...>`` (insert) or ``<id> += <n> <v...>`` (tablesocket upsert)."""
     if op not in INSERT_OPS:
@@ -496,9 +550,11 @@ class Request:
 
     ``ncols`` and ``decoders`` are used by :attr:`ReplyKind.ROWS`; ``index_id`` is the
     index the request uses (``None`` for auth), ``opens`` is true for ``P`` requests.
+    ``also_uses`` lists other indexes the request refers to (a timeline's source index):
+    they must be open on the connection too.
     """
 
-    __slots__ = ("line", "kind", "ncols", "decoders", "columns", "index_id", "opens")
+    __slots__ = ("line", "kind", "ncols", "decoders", "columns", "index_id", "opens", "also_uses")
 
     def __init__(
         self,
@@ -510,6 +566,7 @@ class Request:
         columns: Sequence[str] = (),
         index_id: Optional[int] = None,
         opens: bool = False,
+        also_uses: Sequence[int] = (),
     ) -> None:
         self.line = line
         self.kind = kind
@@ -518,6 +575,7 @@ class Request:
         self.columns = tuple(columns)
         self.index_id = index_id
         self.opens = opens
+        self.also_uses = tuple(also_uses)
 
     def __repr__(self) -> str:
         return f"Request({self.kind}, {_clip(self.line)})"

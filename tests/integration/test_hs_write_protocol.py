@@ -1,0 +1,926 @@
+"""Exact-byte tests of the HandlerSocket WRITE protocol (the read/write port), checked with SQL.
+
+Tests without a marker run against both plugins: handlersocket.so behaves the same there (run with
+TS_PLUGIN=handlersocket to check).  `tablesocket_only` marks what tablesocket does on purpose and HS
+does not (real column defaults, SQL value conversion under the server's sql_mode and its errors,
+charset conversion, statement atomicity, each row modified once, upsert `+=`, the `L` op, row events
+in the binary log).  `tablesocket_bug` marks correct behaviour a known tablesocket bug breaks (a strict
+xfail with tablesocket).
+
+Every test runs with the server's GLOBAL sql_mode set to MariaDB's strict default (and restored
+afterwards): tablesocket converts values as SQL would under the GLOBAL sql_mode, re-read at every
+batch.
+
+Error messages are the server's own; note they say "at row 1" where an SQL INSERT says "at row 1".
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+import tsserver
+from tsserver import HSConn
+
+STRICT = "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_AUTO_CREATE_USER,NO_ENGINE_SUBSTITUTION"
+
+
+@pytest.fixture(autouse=True)
+def strict_sql_mode(server):
+    (saved,), = server.sql("SELECT @@GLOBAL.sql_mode")
+    server.exec_sql("SET GLOBAL sql_mode = %s", (STRICT,))
+    try:
+        yield
+    finally:
+        if server.running():
+            server.exec_sql("SET GLOBAL sql_mode = %s", (saved,))
+
+
+def open_index(conn: HSConn, idx: int, table: str, index: str, cols: str, fcols: str | None = None) -> None:
+    line = f"P\t{idx}\ttest\t{table}\t{index}\t{cols}" + ("" if fcols is None else f"\t{fcols}") + "\n"
+    assert conn.request(line) == b"0\t1\n", line
+
+
+def dump(server, table: str, cols: str = "*", order: str = "1") -> list[tuple]:
+    return server.sql(f"SELECT {cols} FROM `{table}` ORDER BY {order}")
+
+
+def seconds_from_now(server, table: str, col: str, where: str) -> int:
+    (d,), = server.sql(f"SELECT ABS(TIMESTAMPDIFF(SECOND, `{col}`, NOW(6))) FROM `{table}` WHERE {where}")
+    assert d is not None, f"{col} is NULL"
+    return int(d)
+
+
+# ---------------------------------------------------------------------------------------------------
+# insert (+)
+
+
+class TestInsert:
+    def test_insert_without_auto_increment(self, server, hs, make_table):
+        t = make_table("id int primary key, v varchar(10)")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,v")
+        assert w.request("1\t+\t2\t1\ta\n") == b"0\t1\n"
+        assert w.request("1\t+\t2\t2\tb\n") == b"0\t1\n"
+        # Duplicate key: the handler error number (HA_ERR_FOUND_DUPP_KEY).
+        assert w.request("1\t+\t2\t1\tz\n") == b"1\t1\t121\n"
+        assert dump(server, t) == [("1", "a"), ("2", "b")]
+
+    def test_insert_auto_increment(self, server, hs, make_table):
+        t = make_table("id int auto_increment primary key, v varchar(10)")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,v")
+        open_index(w, 2, t, "PRIMARY", "v")
+        # The generated id is returned.
+        assert w.request("2\t+\t1\ta\n") == b"0\t1\t1\n"
+        assert w.request("2\t+\t1\tb\n") == b"0\t1\t2\n"
+        # An id given: nothing generated, 0.
+        assert w.request("1\t+\t2\t10\tc\n") == b"0\t1\t0\n"
+        assert w.request("2\t+\t1\td\n") == b"0\t1\t11\n"
+        assert w.request("1\t+\t2\t10\tdup\n") == b"1\t1\t121\n"
+        # NULL and 0 generate one (no NO_AUTO_VALUE_ON_ZERO).
+        assert w.request("1\t+\t2\t\x00\te\n") == b"0\t1\t12\n"
+        assert w.request("1\t+\t2\t0\tf\n") == b"0\t1\t13\n"
+        assert dump(server, t) == [("1", "a"), ("2", "b"), ("10", "c"), ("11", "d"), ("12", "e"), ("13", "f")]
+
+    def test_insert_columns_in_any_order(self, server, hs, make_table):
+        t = make_table("id int primary key, a varchar(10), b int")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "b,id,a")
+        assert w.request("1\t+\t3\t7\t1\tx\n") == b"0\t1\n"
+        assert dump(server, t) == [("1", "x", "7")]
+
+    def test_insert_escaped_and_null_values(self, server, hs, make_table):
+        t = make_table("id int primary key, b varbinary(30), e varchar(5), n varchar(5)")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,b,e,n")
+        value = bytes(range(0, 0x12)) + b"\x7f\x80\xff"
+        assert w.request(b"1\t+\t4\t1\t" + tsserver.hs_escape(value) + b"\t\t\x00\n") == b"0\t1\n"
+        assert server.sql_bytes(f"SELECT b, e, n FROM {t}") == [(value, b"", None)]
+        # Read back on the same connection: escaped again.
+        assert w.request("1\t=\t1\t1\n") == b"0\t4\t1\t" + tsserver.hs_escape(value) + b"\t\t\x00\n"
+
+    def test_insert_klen(self, hs, make_table):
+        t = make_table("id int primary key, v varchar(10)")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,v")
+        assert w.request("1\t+\t0\n") == b"2\t1\tklen\n"
+        assert w.request("1\t+\n") == b"2\t1\tklen\n"
+
+    @pytest.mark.tablesocket_only("HS takes missing values as empty strings")
+    def test_insert_vlen_beyond_the_values_sent(self, server, hs, make_table):
+        t = make_table("id int primary key, v varchar(10)")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,v")
+        assert w.request("1\t+\t3\t1\ta\n") == b"2\t1\tklen\n"
+        assert w.request("1\t+\tx2\t1\ta\n") == b"2\t1\tklen\n"
+        assert dump(server, t) == []
+
+    @pytest.mark.tablesocket_only("more values than opened columns is an error (HS drops the extra ones)")
+    def test_insert_too_many_values(self, server, hs, make_table):
+        t = make_table("id int primary key, v varchar(10)")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,v")
+        assert w.request("1\t+\t3\t1\ta\tb\n") == b"2\t1\ttoomanyvalues\n"
+        assert dump(server, t) == []
+
+    @pytest.mark.tablesocket_only("an insert takes values only (HS ignores limit, filters and modify op)")
+    def test_insert_takes_values_only(self, server, hs, make_table):
+        t = make_table("id int primary key, v varchar(10)")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,v", "id")
+        assert w.request("1\t+\t2\t5\tx\t1\t0\tD\n") == b"2\t1\top\n"
+        assert w.request("1\t+\t2\t7\tx\tF\t=\t0\t1\n") == b"2\t1\top\n"
+        assert w.request("1\t+\t2\t8\tx\t1\t0\t@\t0\t1\t1\n") == b"2\t1\top\n"
+        assert w.request("1\t+\t2\t6\tx\t1\n") == b"0\t1\n"    # a limit alone is accepted
+        assert dump(server, t) == [("6", "x")]
+
+
+# ---------------------------------------------------------------------------------------------------
+# columns not given: their real defaults
+
+
+@pytest.mark.tablesocket_only("HS ignores column defaults: it writes ''/0/zero dates for columns not given")
+class TestDefaults:
+    DDL = ("id int primary key, v varchar(10), n varchar(10), d varchar(10) default 'dflt', "
+           "i int not null default 7, e enum('a','b') not null default 'b', "
+           "dt datetime default current_timestamp, "
+           "ts timestamp not null default current_timestamp on update current_timestamp, "
+           "dt3 datetime(3) default current_timestamp(3) on update current_timestamp(3), "
+           "nt timestamp null default null")
+
+    def test_omitted_columns_get_their_defaults(self, server, hs, make_table):
+        t = make_table(self.DDL)
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id")
+        open_index(w, 2, t, "PRIMARY", "v,id")
+        assert w.request("1\t+\t1\t1\n") == b"0\t1\n"
+        assert w.request("2\t+\t2\tx\t2\n") == b"0\t1\n"
+        assert dump(server, t, "id, v, n, d, i, e, nt") == [
+            ("1", None, None, "dflt", "7", "b", None), ("2", "x", None, "dflt", "7", "b", None)]
+        for col in ("dt", "ts", "dt3"):
+            for i in (1, 2):
+                assert seconds_from_now(server, t, col, f"id = {i}") <= 5, col
+
+    def test_default_current_timestamp_is_the_write_time(self, server, hs, make_table):
+        # A connection opened long before the write still gets the time of the write.
+        t = make_table(self.DDL)
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id")
+        server.exec_sql("SELECT SLEEP(1.2)")
+        assert w.request("1\t+\t1\t1\n") == b"0\t1\n"
+        (ok,), = server.sql(f"SELECT dt3 >= NOW(3) - INTERVAL 1 SECOND FROM {t}")
+        assert ok == "1"
+
+    def test_explicit_values_win(self, server, hs, make_table):
+        t = make_table(self.DDL)
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,n,d,i,ts,nt")
+        assert w.request("1\t+\t6\t1\tnn\t\x00\t3\t2001-02-03 04:05:06\t2002-01-01 00:00:00\n") == b"0\t1\n"
+        assert dump(server, t, "id, n, d, i, ts, nt") == [
+            ("1", "nn", None, "3", "2001-02-03 04:05:06", "2002-01-01 00:00:00")]
+
+    def test_on_update_current_timestamp(self, server, hs, make_table):
+        t = make_table(self.DDL)
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,v")
+        open_index(w, 2, t, "PRIMARY", "i")
+        assert w.request("1\t+\t2\t1\ta\n") == b"0\t1\n"
+        old = "2001-01-01 00:00:00"
+        server.exec_sql(f"UPDATE {t} SET ts = '{old}', dt3 = '{old}', dt = '{old}'")
+        # A real change sets the ON UPDATE columns (not dt, which only has a DEFAULT).
+        assert w.request("1\t=\t1\t1\t1\t0\tU\t1\tb\n") == b"0\t1\t1\n"
+        assert seconds_from_now(server, t, "ts", "id = 1") <= 5
+        assert seconds_from_now(server, t, "dt3", "id = 1") <= 5
+        assert dump(server, t, "v, dt") == [("b", old)]
+        server.exec_sql(f"UPDATE {t} SET ts = '{old}', dt3 = '{old}'")
+        # A no-op update (same values; +0) changes nothing, not even the timestamps.
+        assert w.request("1\t=\t1\t1\t1\t0\tU\t1\tb\n") == b"0\t1\t1\n"
+        assert w.request("2\t=\t1\t1\t1\t0\t+\t0\n") == b"0\t1\t1\n"
+        assert w.request("2\t=\t1\t1\t1\t0\t-\t0\n") == b"0\t1\t1\n"
+        assert dump(server, t, "v, i, ts, dt3") == [("b", "7", old, old + ".000")]
+        # An increment is a change too.
+        assert w.request("2\t=\t1\t1\t1\t0\t+\t1\n") == b"0\t1\t1\n"
+        assert dump(server, t, "i") == [("8",)]
+        assert seconds_from_now(server, t, "ts", "id = 1") <= 5
+
+    def test_not_null_column_without_default_under_strict_mode(self, server, hs, make_table):
+        t = make_table("id int primary key, nn varchar(5) not null")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id")
+        assert w.request("1\t+\t1\t1\n") == b"1\t1\tField 'nn' doesn't have a default value\n"
+        assert dump(server, t) == []
+
+
+# ---------------------------------------------------------------------------------------------------
+# value conversion: as SQL under the server's sql_mode
+
+
+@pytest.mark.tablesocket_only("HS stores whatever MariaDB's non-strict conversion makes of a value")
+class TestStrictConversion:
+    DDL = "id int primary key, i int, s varchar(3), nn int not null, t tinyint, d date, u int unsigned"
+    ROW = ("1", "1", "a", "1", "1", "2011-01-01", "1")
+
+    @pytest.fixture
+    def st(self, server, hs, make_table):
+        t = make_table(self.DDL, [self.ROW])
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,i,s,nn,t,d,u")
+        return t, w
+
+    BAD = [
+        # (values after id, message; {t} is the table)
+        ("x\ta\t1\t1\t2011-01-01\t1", "Incorrect integer value: 'x' for column `test`.`{t}`.`i` at row 1"),
+        ("12abc\ta\t1\t1\t2011-01-01\t1", "Data truncated for column 'i' at row 1"),
+        ("1\tlong\t1\t1\t2011-01-01\t1", "Data too long for column 's' at row 1"),
+        ("1\ta\t\x00\t1\t2011-01-01\t1", "Column 'nn' cannot be null"),
+        ("1\ta\t1\t300\t2011-01-01\t1", "Out of range value for column 't' at row 1"),
+        ("1\ta\t1\t1\t2011-02-30\t1", "Incorrect date value: '2011-02-30' for column `test`.`{t}`.`d` at row 1"),
+        ("1\ta\t1\t1\t2011-01-01\t-1", "Out of range value for column 'u' at row 1"),
+    ]
+
+    @pytest.mark.parametrize("values,message", BAD, ids=["int", "int-junk", "too-long", "null-not-null",
+                                                         "tinyint-range", "date", "unsigned"])
+    def test_insert_bad_value_leaves_nothing(self, server, st, values, message):
+        t, w = st
+        assert w.request(f"1\t+\t7\t2\t{values}\n") == b"1\t1\t" + message.format(t=t).encode() + b"\n"
+        assert dump(server, t) == [self.ROW]
+        # The connection goes on.
+        assert w.request("1\t+\t7\t3\t3\tc\t3\t3\t2011-01-03\t3\n") == b"0\t1\n"
+        assert len(dump(server, t)) == 2
+
+    @pytest.mark.parametrize("values,message", BAD, ids=["int", "int-junk", "too-long", "null-not-null",
+                                                         "tinyint-range", "date", "unsigned"])
+    def test_update_bad_value_leaves_row_unchanged(self, server, st, values, message):
+        t, w = st
+        exp = b"1\t1\t" + message.format(t=t).encode() + b"\n"
+        assert w.request(f"1\t=\t1\t1\t1\t0\tU\t1\t{values}\n") == exp
+        assert w.request(f"1\t=\t1\t1\t1\t0\tU?\t1\t{values}\n") == exp
+        assert dump(server, t) == [self.ROW]
+
+    def test_null_primary_key(self, server, st):
+        t, w = st
+        assert w.request("1\t+\t2\t\x00\t5\n") == b"1\t1\tColumn 'id' cannot be null\n"
+        assert dump(server, t) == [self.ROW]
+
+    def test_invalid_utf8(self, server, hs, make_table):
+        t = make_table("id int primary key, l varchar(10) charset latin1, u varchar(10) charset utf8mb4")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,l,u")
+        assert w.request(b"1\t+\t3\t1\t\xff\tx\n") == (
+            b"1\t1\tIncorrect string value: '\\xFF' for column `test`.`" + t.encode() + b"`.`l` at row 1\n")
+        assert w.request(b"1\t+\t3\t1\tx\t\xc3\n") == (
+            b"1\t1\tIncorrect string value: '\\xC3' for column `test`.`" + t.encode() + b"`.`u` at row 1\n")
+        assert dump(server, t) == []
+
+    def test_increment_out_of_range(self, server, hs, make_table):
+        t = make_table("id int primary key, n tinyint", [(1, 120), (2, 100)])
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "n")
+        assert w.request("1\t=\t1\t2\t1\t0\t+\t20\n") == b"0\t1\t1\n"
+        # Both rows in one request: the second fails, the first is rolled back with it.
+        assert w.request("1\t>=\t1\t1\t2\t0\t+\t10\n") == b"1\t1\tOut of range value for column 'n' at row 1\n"
+        assert dump(server, t) == [("1", "120"), ("2", "120")]
+
+    def test_sql_mode_is_read_at_every_batch(self, server, hs, make_table):
+        t = make_table("id int primary key, i int")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,i")
+        assert w.request("1\t+\t2\t1\tx\n").startswith(b"1\t1\tIncorrect integer value: 'x'")
+        server.exec_sql("SET GLOBAL sql_mode = ''")
+        # Same connection, next batch: non-strict conversion ('x' -> 0, 300 clamped...).
+        assert w.request("1\t+\t2\t1\tx\n") == b"0\t1\n"
+        assert w.request("1\t+\t2\t2\t12abc\n") == b"0\t1\n"
+        server.exec_sql("SET GLOBAL sql_mode = %s", (STRICT,))
+        assert w.request("1\t+\t2\t3\tx\n").startswith(b"1\t1\tIncorrect integer value: 'x'")
+        assert dump(server, t) == [("1", "0"), ("2", "12")]
+
+
+# ---------------------------------------------------------------------------------------------------
+# character sets: values are UTF-8 on the wire, stored in the column's charset
+
+
+@pytest.mark.tablesocket_only("HS stores the wire bytes as they are and returns the stored bytes")
+class TestCharset:
+    def test_utf8_into_latin1_column(self, server, hs, make_table):
+        t = make_table("id int primary key, l varchar(10) charset latin1, u varchar(10) charset utf8mb4, "
+                       "b varbinary(10)")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,l,u,b", "l")
+        e = "\u00e9".encode()          # é in UTF-8: c3 a9
+        assert w.request(b"1\t+\t4\t1\t" + e + b"\t" + e + b"\t" + e + b"\n") == b"0\t1\n"
+        assert w.request("1\t+\t2\t2\t\u20ac\n".encode()) == b"0\t1\n"    # € is 0x80 in latin1 (cp1252)
+        assert server.sql_bytes(f"SELECT id, HEX(l), HEX(u), HEX(b) FROM {t} ORDER BY id") == [
+            (b"1", b"E9", b"C3A9", b"C3A9"), (b"2", b"80", None, None)]
+        # Read back as UTF-8 (binary columns as they are).
+        assert w.request("1\t=\t1\t1\n") == b"0\t4\t1\t" + e + b"\t" + e + b"\t" + e + b"\n"
+        assert w.request("1\t=\t1\t2\n") == "0\t4\t2\t\u20ac\t\x00\t\x00\n".encode()
+        # A filter operand is converted the same way.
+        assert w.request(b"1\t>=\t1\t0\t10\t0\tF\t=\t0\t" + e + b"\n") == b"0\t4\t1\t" + e + b"\t" + e + b"\t" + e + b"\n"
+        # A row written with SQL reads the same.
+        server.exec_sql(f"INSERT INTO {t} (id, l) VALUES (3, %s)", ("\u00e9t\u00e9",))
+        assert server.sql_bytes(f"SELECT HEX(l) FROM {t} WHERE id = 3") == [(b"E974E9",)]
+        assert w.request("1\t=\t1\t3\n") == "0\t4\t3\t\u00e9t\u00e9\t\x00\t\x00\n".encode()
+        # Update too.
+        assert w.request("1\t=\t1\t3\t1\t0\tU\t3\t\u00e0\n".encode()) == b"0\t1\t1\n"
+        assert server.sql_bytes(f"SELECT HEX(l) FROM {t} WHERE id = 3") == [(b"E0",)]
+
+    def test_latin1_key_column(self, server, hs, make_table):
+        t = make_table("l varchar(10) charset latin1 primary key, v int")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "l,v")
+        assert w.request("1\t+\t2\t\u00e9\t1\n".encode()) == b"0\t1\n"
+        assert server.sql_bytes(f"SELECT HEX(l) FROM {t}") == [(b"E9",)]
+        assert w.request("1\t=\t1\t\u00e9\n".encode()) == "0\t2\t\u00e9\t1\n".encode()
+        # The column's collation (latin1_swedish_ci) applies: É finds é.
+        assert w.request("1\t=\t1\t\u00c9\n".encode()) == "0\t2\t\u00e9\t1\n".encode()
+        assert w.request("1\t+\t2\t\u00c9\t2\n".encode()) == b"1\t1\t121\n"
+
+
+# ---------------------------------------------------------------------------------------------------
+# find_modify: U + - D and U? +? -? D?
+
+FM_DDL = "id int primary key, k int, v varchar(10), n int, key k(k)"
+FM_ROWS = [(i, i * 10, f"v{i}", i) for i in range(1, 9)]
+
+
+def fm_rows(**changes) -> list[tuple]:
+    """FM_ROWS as SQL returns them, with changes: id=(k, v, n) or None for deleted."""
+    out = []
+    for i, k, v, n in FM_ROWS:
+        row = changes.get(f"r{i}", (k, v, n))
+        if row is not None:
+            out.append(tuple(None if x is None else str(x) for x in (i, *row)))
+    return out
+
+
+@pytest.fixture
+def fm(make_table):
+    return make_table(FM_DDL, FM_ROWS)
+
+
+@pytest.fixture
+def fw(hs, fm):
+    """Write connection: 1 = PRIMARY(id,k,v,n; filters k,v,n), 2 = PRIMARY(v), 3 = k(k), 4 = PRIMARY(n)."""
+    w = hs(wr=True)
+    open_index(w, 1, fm, "PRIMARY", "id,k,v,n", "k,v,n")
+    open_index(w, 2, fm, "PRIMARY", "v", "k,v,n")
+    open_index(w, 3, fm, "k", "k", "k,v,n")
+    open_index(w, 4, fm, "PRIMARY", "n", "k,v,n")
+    return w
+
+
+class TestFindModify:
+    def test_update_limit_offset(self, server, fm, fw):
+        assert fw.request("2\t>=\t1\t2\t3\t1\tU\tX\n") == b"0\t1\t3\n"
+        assert fw.request("2\t>\t1\t8\t3\t1\tU\tY\n") == b"0\t1\t0\n"
+        assert fw.request("2\t<\t1\t8\t1\t0\tU\tZ\n") == b"0\t1\t1\n"
+        assert dump(server, fm) == fm_rows(r3=(30, "X", 3), r4=(40, "X", 4), r5=(50, "X", 5), r7=(70, "Z", 7))
+
+    def test_update_full_row(self, server, fm, fw):
+        assert fw.request("1\t=\t1\t7\t1\t0\tU\t7\t77\tq\t\x00\n") == b"0\t1\t1\n"
+        assert dump(server, fm) == fm_rows(r7=(77, "q", None))
+
+    def test_update_returns_pre_images(self, server, fm, fw):
+        assert fw.request("2\t>=\t1\t2\t2\t0\tU?\tX\n") == b"0\t1\tv2\tv3\n"
+        assert fw.request("2\t=\t1\t2\t1\t0\tU?\tZ\n") == b"0\t1\tX\n"
+        assert fw.request("1\t=\t1\t7\t1\t0\tU?\t7\t77\tq\t0\n") == b"0\t4\t7\t70\tv7\t7\n"
+        assert fw.request("2\t=\t1\t99\t1\t0\tU?\tZ\n") == b"0\t1\n"
+        assert dump(server, fm) == fm_rows(r2=(20, "Z", 2), r3=(30, "X", 3), r7=(77, "q", 0))
+
+    def test_unchanged_rows_count_as_modified(self, server, fm, fw):
+        assert fw.request("2\t>=\t1\t1\t3\t0\tU\tv1\n") == b"0\t1\t3\n"   # row 1 already is v1
+        assert fw.request("2\t=\t1\t1\t1\t0\tU\tv1\n") == b"0\t1\t1\n"
+        assert dump(server, fm) == fm_rows(r2=(20, "v1", 2), r3=(30, "v1", 3))
+
+    def test_update_with_in(self, server, fm, fw):
+        assert fw.request("2\t=\t1\t0\t10\t0\t@\t0\t3\t2\t9\t4\tU\tIN\n") == b"0\t1\t2\n"
+        assert fw.request("2\t=\t1\t0\t10\t0\t@\t0\t2\t5\t6\tU?\tIN2\n") == b"0\t1\tv5\tv6\n"
+        assert dump(server, fm) == fm_rows(r2=(20, "IN", 2), r4=(40, "IN", 4), r5=(50, "IN2", 5),
+                                           r6=(60, "IN2", 6))
+
+    def test_update_with_filters(self, server, fm, fw):
+        assert fw.request("2\t>=\t1\t1\t10\t0\tF\t>\t0\t60\tU\tF\n") == b"0\t1\t2\n"
+        assert fw.request("2\t>=\t1\t1\t10\t0\tW\t<\t0\t30\tU\tW\n") == b"0\t1\t2\n"
+        # LIMIT/OFFSET count only rows that pass the filters.
+        assert fw.request("2\t>=\t1\t1\t2\t1\tF\t=\t1\tF\tU?\tG\n") == b"0\t1\tF\n"
+        assert dump(server, fm) == fm_rows(r1=(10, "W", 1), r2=(20, "W", 2), r7=(70, "F", 7), r8=(80, "G", 8))
+
+    def test_increment_and_decrement(self, server, fm, fw):
+        assert fw.request("4\t>=\t1\t1\t3\t0\t+\t5\n") == b"0\t1\t3\n"
+        assert fw.request("4\t>=\t1\t1\t3\t0\t+?\t5\n") == b"0\t1\t6\t7\t8\n"
+        assert fw.request("4\t=\t1\t8\t1\t0\t-\t3\n") == b"0\t1\t1\n"
+        assert fw.request("4\t=\t1\t8\t1\t0\t-?\t3\n") == b"0\t1\t5\n"
+        # A negative increment; the operand is read like atoll ("3x" is 3, "abc" is 0).
+        assert fw.request("4\t=\t1\t7\t1\t0\t+\t-10\n") == b"0\t1\t1\n"
+        assert fw.request("4\t=\t1\t6\t1\t0\t+\t3x\n") == b"0\t1\t1\n"
+        assert fw.request("4\t=\t1\t5\t1\t0\t+\tabc\n") == b"0\t1\t1\n"
+        assert dump(server, fm) == fm_rows(r1=(10, "v1", 11), r2=(20, "v2", 12), r3=(30, "v3", 13),
+                                           r6=(60, "v6", 9), r7=(70, "v7", -3), r8=(80, "v8", 2))
+
+    def test_increment_with_filter_and_in(self, server, fm, fw):
+        assert fw.request("4\t>=\t1\t1\t10\t0\tF\t<=\t2\t3\t+\t100\n") == b"0\t1\t3\n"
+        assert fw.request("4\t=\t1\t0\t10\t0\t@\t0\t2\t4\t5\t-?\t1\n") == b"0\t1\t4\t5\n"
+        assert dump(server, fm) == fm_rows(r1=(10, "v1", 101), r2=(20, "v2", 102), r3=(30, "v3", 103),
+                                           r4=(40, "v4", 3), r5=(50, "v5", 4))
+
+    def test_decrement_does_not_cross_zero(self, server, fm, fw):
+        # n = 4: -10 would make it negative: the row is left alone and not counted.
+        assert fw.request("4\t=\t1\t4\t1\t0\t-\t10\n") == b"0\t1\t0\n"
+        assert fw.request("4\t=\t1\t4\t1\t0\t-?\t3\n") == b"0\t1\t4\n"
+        # n = 1: the pre-image is still returned when the row is left alone.
+        assert fw.request("4\t=\t1\t4\t1\t0\t-?\t5\n") == b"0\t1\t1\n"
+        # Down to exactly 0 is fine.
+        assert fw.request("4\t=\t1\t5\t1\t0\t-\t5\n") == b"0\t1\t1\n"
+        # Several rows: each decided on its own.
+        assert fw.request("4\t>=\t1\t6\t10\t0\t-\t7\n") == b"0\t1\t2\n"
+        # A negative value must not become positive either.
+        server.exec_sql(f"UPDATE {fm} SET n = -5 WHERE id = 1")
+        assert fw.request("4\t=\t1\t1\t1\t0\t-\t-10\n") == b"0\t1\t0\n"
+        assert fw.request("4\t=\t1\t1\t1\t0\t-\t-3\n") == b"0\t1\t1\n"
+        # '+' may cross zero.
+        assert fw.request("4\t=\t1\t2\t1\t0\t+\t-10\n") == b"0\t1\t1\n"
+        assert dump(server, fm) == fm_rows(r1=(10, "v1", -2), r2=(20, "v2", -8), r4=(40, "v4", 1),
+                                           r5=(50, "v5", 0), r6=(60, "v6", 6), r7=(70, "v7", 0),
+                                           r8=(80, "v8", 1))
+
+    def test_increment_leaves_null_alone(self, server, fm, fw):
+        server.exec_sql(f"UPDATE {fm} SET n = NULL WHERE id = 1")
+        assert fw.request("4\t=\t1\t1\t1\t0\t+\t5\n") == b"0\t1\t1\n"
+        assert fw.request("4\t=\t1\t2\t1\t0\t+\t\x00\n") == b"0\t1\t1\n"
+        assert dump(server, fm) == fm_rows(r1=(10, "v1", None))
+
+    def test_delete_limit_offset_in_filters(self, server, fm, fw):
+        assert fw.request("1\t=\t1\t1\t10\t0\t@\t0\t3\t2\t4\t9\tD\n") == b"0\t1\t2\n"
+        assert fw.request("1\t>=\t1\t1\t10\t0\tF\t>\t2\t6\tD?\n") == b"0\t4\t7\t70\tv7\t7\t8\t80\tv8\t8\n"
+        assert fw.request("1\t>=\t1\t1\t10\t1\tD\n") == b"0\t1\t3\n"
+        assert dump(server, fm) == fm_rows(r2=None, r3=None, r4=None, r5=None, r6=None, r7=None, r8=None)
+
+    def test_delete_returns_pre_images_and_w_filter(self, server, fm, fw):
+        assert fw.request("1\t<=\t1\t8\t10\t0\tW\t>\t2\t5\tD?\n") == (
+            b"0\t4\t8\t80\tv8\t8\t7\t70\tv7\t7\t6\t60\tv6\t6\n")
+        assert fw.request("3\t=\t1\t30\t1\t0\tD?\n") == b"0\t1\t30\n"
+        assert fw.request("3\t=\t1\t30\t1\t0\tD\n") == b"0\t1\t0\n"
+        assert dump(server, fm) == fm_rows(r3=None, r6=None, r7=None, r8=None)
+
+    def test_modify_errors(self, server, fm, fw):
+        assert fw.request("1\t=\t2\t1\t2\t1\t0\tD\n") == b"2\t1\tkpnum\n"
+        assert fw.request("1\t=\t1\t1\t1\t0\tF\t=\t9\t1\tD\n") == b"2\t1\tfilterfld\n"
+        assert fw.request("9\t=\t1\t1\t1\t0\tD\n") == b"2\t1\tstmtnum\n"
+        assert dump(server, fm) == fm_rows()
+
+    def test_null_key_on_not_null_column_is_the_empty_value(self, server, hs, make_table):
+        t = make_table("k int not null primary key, v varchar(5)", [(0, "zero"), (3, "three"), (5, "five")])
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "k,v")
+        assert w.request("1\t=\t1\t3\n") == b"0\t2\t3\tthree\n"
+        assert w.request("1\t=\t1\t\x00\t1\t0\tD?\n") == b"0\t2\t0\tzero\n"
+        assert dump(server, t) == [("3", "three"), ("5", "five")]
+
+    def test_primary_key_update_duplicate(self, server, fm, fw):
+        assert fw.request("1\t=\t1\t1\t1\t0\tU\t2\t10\tv1\t1\n") == b"1\t1\t121\n"
+        assert dump(server, fm) == fm_rows()
+
+    # ---- tablesocket only
+
+    @pytest.mark.tablesocket_only("HS sets the opened columns it got no value for to ''/0")
+    def test_update_with_fewer_values_leaves_other_columns(self, server, fm, fw):
+        assert fw.request("1\t=\t1\t7\t1\t0\tU?\t7\t77\tq\n") == b"0\t4\t7\t70\tv7\t7\n"
+        assert fw.request("1\t=\t1\t8\t1\t0\tU\n") == b"0\t1\t1\n"
+        assert fw.request("1\t=\t1\t6\t1\t0\t+\t0\t1\n") == b"0\t1\t1\n"
+        assert dump(server, fm) == fm_rows(r6=(61, "v6", 6), r7=(77, "q", 7))
+
+    @pytest.mark.tablesocket_only("more values than opened columns is an error (HS drops the extra ones)")
+    def test_modify_too_many_values(self, server, fm, fw):
+        assert fw.request("2\t=\t1\t1\t1\t0\tU\ta\tb\n") == b"2\t1\ttoomanyvalues\n"
+        assert fw.request("4\t=\t1\t1\t1\t0\t+\t1\t2\n") == b"2\t1\ttoomanyvalues\n"
+        assert dump(server, fm) == fm_rows()
+
+    @pytest.mark.tablesocket_only("HS revisits rows whose key in the scanned index moved forward")
+    def test_update_scanned_secondary_key_modifies_each_row_once(self, server, fm, fw):
+        assert fw.request("3\t>=\t1\t10\t100\t0\tU\t1000\n") == b"0\t1\t8\n"
+        assert dump(server, fm, "id, k") == [(str(i), "1000") for i in range(1, 9)]
+
+    @pytest.mark.tablesocket_only("HS revisits rows whose key in the scanned index moved forward")
+    def test_increment_scanned_secondary_key_modifies_each_row_once(self, server, fm, fw):
+        assert fw.request("3\t>=\t1\t10\t100\t0\t+\t15\n") == b"0\t1\t8\n"
+        assert dump(server, fm, "id, k") == [(str(i), str(i * 10 + 15)) for i in range(1, 9)]
+        # With LIMIT/OFFSET, pre-images, and in reverse.
+        assert fw.request("3\t>=\t1\t0\t3\t1\t+?\t1000\n") == b"0\t1\t35\t45\t55\n"
+        assert fw.request("3\t<=\t1\t1000\t2\t0\tU?\t1\n") == b"0\t1\t95\t85\n"
+        assert dump(server, fm, "id, k") == [("1", "25"), ("2", "1035"), ("3", "1045"), ("4", "1055"),
+                                             ("5", "65"), ("6", "75"), ("7", "1"), ("8", "1")]
+
+    @pytest.mark.tablesocket_only("HS revisits rows whose primary key moved forward")
+    def test_increment_scanned_primary_key_modifies_each_row_once(self, server, fm, hs):
+        w = hs(wr=True)
+        open_index(w, 1, fm, "PRIMARY", "id")
+        assert w.request("1\t>=\t1\t1\t100\t0\t+\t100\n") == b"0\t1\t8\n"
+        assert dump(server, fm, "id, k") == [(str(i + 100), str(i * 10)) for i in range(1, 9)]
+        # Moving onto the next row's key is a duplicate, as in SQL (UPDATE t SET id = id + 1) ...
+        assert w.request("1\t>=\t1\t0\t100\t0\t+\t1\n") == b"1\t1\t121\n"
+        # ... but not when walking backwards.
+        assert w.request("1\t<=\t1\t1000\t100\t0\t+\t1\n") == b"0\t1\t8\n"
+        assert dump(server, fm, "id, k") == [(str(i + 101), str(i * 10)) for i in range(1, 9)]
+
+    @pytest.mark.tablesocket_only("a request is one statement: HS keeps the rows changed before an error")
+    def test_failed_multi_row_modify_changes_nothing(self, server, hs, make_table):
+        t = make_table("id int primary key, u int, unique key uu(u)", [(i, i) for i in range(1, 5)])
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "u")
+        assert w.request("1\t>=\t1\t1\t10\t0\t+\t1\n") == b"1\t1\t121\n"
+        assert w.request("1\t>=\t1\t1\t10\t0\tU\t9\n") == b"1\t1\t121\n"
+        assert dump(server, t) == [(str(i), str(i)) for i in range(1, 5)]
+        # In reverse the increment works (each row moves into a gap).
+        assert w.request("1\t<=\t1\t4\t10\t0\t+\t1\n") == b"0\t1\t4\n"
+        assert dump(server, t) == [(str(i), str(i + 1)) for i in range(1, 5)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# upsert (+=): tablesocket's extension
+
+
+@pytest.mark.tablesocket_only("'+=' (insert or update) is a tablesocket extension")
+class TestUpsert:
+    def test_insert_then_update_only_the_given_columns(self, server, hs, make_table):
+        t = make_table("id int primary key, a varchar(10), b int default 5, c varchar(5) default 'c0', "
+                       "ts timestamp(3) null default null on update current_timestamp(3)")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,a")
+        assert w.request("1\t+=\t2\t1\tone\n") == b"0\t1\n"
+        assert dump(server, t) == [("1", "one", "5", "c0", None)]
+        server.exec_sql(f"UPDATE {t} SET b = 7, c = 'c7', ts = '2001-01-01 00:00:00'")
+        assert w.request("1\t+=\t2\t1\tuno\n") == b"0\t1\n"
+        assert dump(server, t, "id, a, b, c") == [("1", "uno", "7", "c7")]
+        assert seconds_from_now(server, t, "ts", "id = 1") <= 5
+        # The same values again: nothing changes (not even ON UPDATE columns).
+        server.exec_sql(f"UPDATE {t} SET ts = '2001-01-01 00:00:00'")
+        assert w.request("1\t+=\t2\t1\tuno\n") == b"0\t1\n"
+        assert dump(server, t) == [("1", "uno", "7", "c7", "2001-01-01 00:00:00.000")]
+        # Only a key column given: inserted, or left as it is.
+        open_index(w, 2, t, "PRIMARY", "id")
+        assert w.request("2\t+=\t1\t1\n") == b"0\t1\n"
+        assert w.request("2\t+=\t1\t2\n") == b"0\t1\n"
+        assert dump(server, t, "id, a, b, c") == [("1", "uno", "7", "c7"), ("2", None, "5", "c0")]
+
+    def test_upsert_by_unique_secondary_key_with_auto_increment(self, server, hs, make_table):
+        t = make_table("id int auto_increment primary key, k varchar(10), c int, unique key kk(k)")
+        w = hs(wr=True)
+        open_index(w, 1, t, "kk", "k,c")
+        assert w.request("1\t+=\t2\tx\t1\n") == b"0\t1\t1\n"
+        assert w.request("1\t+=\t2\ty\t1\n") == b"0\t1\t2\n"
+        # Updating an existing row returns its id.
+        assert w.request("1\t+=\t2\tx\t2\n") == b"0\t1\t1\n"
+        assert w.request("1\t+=\t2\tx\t2\n") == b"0\t1\t1\n"
+        reply = w.request("1\t+=\t2\tz\t3\n")
+        assert re.fullmatch(rb"0\t1\t\d+\n", reply)
+        assert dump(server, t) == [("1", "x", "2"), ("2", "y", "1"), (reply[4:-1].decode(), "z", "3")]
+
+    def test_upsert_can_change_the_primary_key_through_a_unique_key(self, server, hs, make_table):
+        t = make_table("id int primary key, a varchar(10), u int, unique key uu(u)", [(1, "a", 100)])
+        w = hs(wr=True)
+        open_index(w, 1, t, "uu", "id,a,u")
+        assert w.request("1\t+=\t3\t9\tx\t100\n") == b"0\t1\n"
+        assert dump(server, t) == [("9", "x", "100")]
+
+    def test_upsert_errors(self, server, hs, make_table):
+        t = make_table("id int primary key, a varchar(3), b int", [(1, "a", 1)])
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,a,b")
+        assert w.request("1\t+=\t3\t1\tx\tbad\n") == (
+            b"1\t1\tIncorrect integer value: 'bad' for column `test`.`" + t.encode() + b"`.`b` at row 1\n")
+        assert w.request("1\t+=\t3\t1\ttoolong\t1\n") == b"1\t1\tData too long for column 'a' at row 1\n"
+        assert w.request("1\t+=\t3\t2\ttoolong\t1\n") == b"1\t1\tData too long for column 'a' at row 1\n"
+        assert w.request("1\t+=\t2\t\x00\tq\n") == b"1\t1\tColumn 'id' cannot be null\n"
+        assert w.request("1\t+=\t4\t1\tx\t1\t1\n") == b"2\t1\ttoomanyvalues\n"
+        assert w.request("1\t+=\t0\n") == b"2\t1\tklen\n"
+        assert w.request("1\t+=\t2\t1\tq\t1\t0\tU\tz\n") == b"2\t1\top\n"
+        assert dump(server, t) == [("1", "a", "1")]
+
+
+# ---------------------------------------------------------------------------------------------------
+# batches: one bad request fails alone
+
+
+class TestBatch:
+    @pytest.mark.tablesocket_only("HS stores a bad value as whatever non-strict conversion makes of it")
+    def test_one_bad_request_fails_alone(self, server, hs, make_table):
+        t = make_table("id int primary key, v int")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,v")
+        w.send(b"1\t+\t2\t1\t10\n"      # ok
+               b"1\t+\t2\t1\t11\n"      # duplicate
+               b"1\t+\t2\t2\tbad\n"     # bad value
+               b"1\t+\t2\t3\t30\n")     # ok
+        assert w.recv_lines(4) == [
+            b"0\t1\n", b"1\t1\t121\n",
+            b"1\t1\tIncorrect integer value: 'bad' for column `test`.`" + t.encode() + b"`.`v` at row 1\n",
+            b"0\t1\n"]
+        assert dump(server, t) == [("1", "10"), ("3", "30")]
+        # Modifications too, mixed with reads.
+        w.send(b"1\t=\t1\t1\t1\t0\tU\t1\t12\n"
+               b"1\t=\t1\t3\t1\t0\tU\t3\tx\n"
+               b"1\t>=\t1\t0\t10\t0\n"
+               b"1\t>=\t1\t0\t10\t0\t+\t0\t5\n"
+               b"1\t=\t1\t1\t1\t0\tU\t3\t0\n"
+               b"1\t=\t1\t3\t1\t0\tD?\n")
+        assert w.recv_lines(6) == [
+            b"0\t1\t1\n",
+            b"1\t1\tIncorrect integer value: 'x' for column `test`.`" + t.encode() + b"`.`v` at row 1\n",
+            b"0\t2\t1\t12\t3\t30\n",
+            b"0\t1\t2\n",
+            b"1\t1\t121\n",
+            b"0\t2\t3\t35\n"]
+        assert dump(server, t) == [("1", "17")]
+
+    def test_pipelined_inserts_and_duplicates(self, server, hs, make_table):
+        t = make_table("id int primary key, v int")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,v")
+        reqs, exp = [], []
+        for i in range(200):
+            k = i % 150
+            reqs.append(f"1\t+\t2\t{k}\t{i}\n".encode())
+            exp.append(b"0\t1\n" if i < 150 else b"1\t1\t121\n")
+        w.send(b"".join(reqs))
+        assert w.recv_lines(len(reqs), timeout=30) == exp
+        assert dump(server, t) == [(str(k), str(k)) for k in range(150)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# the read port refuses writes
+
+
+class TestReadPort:
+    def test_writes_on_the_read_port_are_readonly(self, server, hs, fm):
+        r = hs()
+        open_index(r, 1, fm, "PRIMARY", "id,k,v,n", "k")
+        for req in ("1\t+\t4\t9\t90\tv9\t9", "1\t=\t1\t1\t1\t0\tU\t1\t1\tx\t1", "1\t=\t1\t1\t1\t0\t+\t0\t0\t0\t1",
+                    "1\t=\t1\t1\t1\t0\t-\t0\t0\t0\t1", "1\t=\t1\t1\t1\t0\tD", "1\t>=\t1\t1\t10\t0\tU?\t1",
+                    "1\t>=\t1\t1\t10\t0\t+?\t0\t0\t0\t1", "1\t>=\t1\t1\t10\t0\t-?\t0", "1\t>=\t1\t1\t10\t0\tD?",
+                    "1\t=\t1\t1\t10\t0\t@\t0\t2\t1\t2\tD", "1\t>=\t1\t1\t10\t0\tF\t>\t0\t10\tD"):
+            assert r.request(req + "\n") == b"2\t1\treadonly\n", req
+        assert dump(server, fm) == fm_rows()
+
+    @pytest.mark.tablesocket_only("'+=' is a tablesocket extension")
+    def test_upsert_on_the_read_port_is_readonly(self, server, hs, fm):
+        r = hs()
+        open_index(r, 1, fm, "PRIMARY", "id,k,v,n")
+        assert r.request("1\t+=\t4\t9\t90\tv9\t9\n") == b"2\t1\treadonly\n"
+        assert r.request("1\t+=\t4\t1\t90\tv9\t9\n") == b"2\t1\treadonly\n"
+        assert r.request("1\tL\t1\t1\t1\t0\tD\n") == b"2\t1\treadonly\n"
+        assert dump(server, fm) == fm_rows()
+
+
+# ---------------------------------------------------------------------------------------------------
+# visibility: a write is committed before its reply is sent
+
+
+class TestVisibility:
+    def test_sql_sees_each_write_as_soon_as_it_is_answered(self, server, hs, make_table):
+        t = make_table("id int primary key, v int")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,v")
+        conn = server._connect()
+        try:
+            with conn.cursor() as cur:
+                def one(q, *args):
+                    cur.execute(q, args)
+                    return cur.fetchone()
+
+                for i in range(1, 151):
+                    assert w.request(f"1\t+\t2\t{i}\t{i}\n") == b"0\t1\n"
+                    assert one(f"SELECT v FROM {t} WHERE id = %s", i) == (str(i).encode(),)
+                    assert w.request(f"1\t=\t1\t{i}\t1\t0\tU\t{i}\t{i + 1000}\n") == b"0\t1\t1\n"
+                    assert one(f"SELECT v FROM {t} WHERE id = %s", i) == (str(i + 1000).encode(),)
+                    assert w.request(f"1\t=\t1\t{i}\t1\t0\t+\t0\t1\n") == b"0\t1\t1\n"
+                    assert one(f"SELECT v FROM {t} WHERE id = %s", i) == (str(i + 1001).encode(),)
+                    if i % 2:
+                        assert w.request(f"1\t=\t1\t{i}\t1\t0\tD\n") == b"0\t1\t1\n"
+                        assert one(f"SELECT COUNT(*) FROM {t} WHERE id = %s", i) == (b"0",)
+        finally:
+            conn.close()
+        assert len(dump(server, t)) == 75
+
+    def test_writes_of_other_connections_are_visible_to_reads(self, hs, make_table):
+        t = make_table("id int primary key, v int")
+        w, r = hs(wr=True), hs()
+        open_index(w, 1, t, "PRIMARY", "id,v")
+        open_index(r, 1, t, "PRIMARY", "id,v")
+        for i in range(1, 51):
+            assert w.request(f"1\t+\t2\t{i}\t{i}\n") == b"0\t1\n"
+            assert r.request(f"1\t=\t1\t{i}\n") == b"0\t2\t%d\t%d\n" % (i, i)
+
+
+# ---------------------------------------------------------------------------------------------------
+# L: the last rows within a key prefix (tablesocket's extension)
+
+
+@pytest.mark.tablesocket_only("'L' is a tablesocket extension")
+class TestLastInPrefix:
+    ROWS = [(1, 1, "a"), (2, 2, "b"), (3, 1, "c"), (4, 3, "d"), (5, 1, "e"), (6, 2, "f"), (7, 1, "g"),
+            (8, 3, "h"), (9, 3, "i")]
+
+    @pytest.fixture
+    def lp(self, make_table):
+        return make_table("id int primary key, user_id int not null, body varchar(10), key uid(user_id, id)",
+                          self.ROWS)
+
+    @pytest.fixture
+    def lc(self, hs, lp):
+        c = hs()
+        open_index(c, 1, lp, "uid", "id,user_id,body", "body,id")
+        return c
+
+    def test_newest_first(self, lc):
+        assert lc.request("1\tL\t1\t1\n") == b"0\t3\t7\t1\tg\n"               # default limit 1
+        assert lc.request("1\tL\t1\t1\t10\t0\n") == b"0\t3\t7\t1\tg\t5\t1\te\t3\t1\tc\t1\t1\ta\n"
+        assert lc.request("1\tL\t1\t2\t10\t0\n") == b"0\t3\t6\t2\tf\t2\t2\tb\n"
+
+    def test_limit_offset(self, lc):
+        assert lc.request("1\tL\t1\t1\t2\t0\n") == b"0\t3\t7\t1\tg\t5\t1\te\n"
+        assert lc.request("1\tL\t1\t1\t2\t1\n") == b"0\t3\t5\t1\te\t3\t1\tc\n"
+        assert lc.request("1\tL\t1\t1\t10\t3\n") == b"0\t3\t1\t1\ta\n"
+        assert lc.request("1\tL\t1\t1\t10\t4\n") == b"0\t3\n"
+
+    def test_prefix_with_no_rows(self, lc):
+        assert lc.request("1\tL\t1\t0\t10\t0\n") == b"0\t3\n"      # before the first
+        assert lc.request("1\tL\t1\t4\t10\t0\n") == b"0\t3\n"      # past the last
+        assert lc.request("1\tL\t1\t2\t10\t0\n") == b"0\t3\t6\t2\tf\t2\t2\tb\n"   # between: unaffected
+
+    def test_prefix_at_the_end_of_the_index(self, lc):
+        assert lc.request("1\tL\t1\t3\t10\t0\n") == b"0\t3\t9\t3\ti\t8\t3\th\t4\t3\td\n"
+        assert lc.request("1\tL\t1\t3\t1\t2\n") == b"0\t3\t4\t3\td\n"
+
+    def test_full_key(self, lc):
+        assert lc.request("1\tL\t2\t1\t5\t10\t0\n") == b"0\t3\t5\t1\te\n"
+        assert lc.request("1\tL\t2\t1\t6\t10\t0\n") == b"0\t3\n"
+        assert lc.request("1\tL\t3\t1\t5\t0\n") == b"2\t1\tkpnum\n"
+
+    def test_filters(self, lc):
+        assert lc.request("1\tL\t1\t1\t10\t0\tF\t!=\t0\tc\n") == b"0\t3\t7\t1\tg\t5\t1\te\t1\t1\ta\n"
+        assert lc.request("1\tL\t1\t1\t2\t0\tF\t!=\t0\tg\n") == b"0\t3\t5\t1\te\t3\t1\tc\n"
+        # W stops at the first row that fails.
+        assert lc.request("1\tL\t1\t1\t10\t0\tW\t>\t1\t3\n") == b"0\t3\t7\t1\tg\t5\t1\te\n"
+        assert lc.request("1\tL\t1\t3\t10\t0\tW\t>\t1\t8\n") == b"0\t3\t9\t3\ti\n"
+
+    def test_in(self, lc):
+        # One row (the newest) per IN value.
+        assert lc.request("1\tL\t1\t1\t10\t0\t@\t0\t3\t3\t1\t4\n") == b"0\t3\t9\t3\ti\t7\t1\tg\n"
+
+    def test_primary_key(self, hs, lp):
+        c = hs()
+        open_index(c, 2, lp, "PRIMARY", "id,body")
+        assert c.request("2\tL\t1\t5\t10\t0\n") == b"0\t2\t5\te\n"
+        assert c.request("2\tL\t1\t10\t10\t0\n") == b"0\t2\n"
+
+    def test_sees_new_rows(self, server, lc, lp):
+        server.exec_sql(f"INSERT INTO {lp} VALUES (10, 1, 'j'), (11, 4, 'k')")
+        assert lc.request("1\tL\t1\t1\t2\t0\n") == b"0\t3\t10\t1\tj\t7\t1\tg\n"
+        assert lc.request("1\tL\t1\t4\t10\t0\n") == b"0\t3\t11\t4\tk\n"
+
+    def test_modify_the_last_rows(self, server, hs, lp):
+        w = hs(wr=True)
+        open_index(w, 1, lp, "uid", "id,user_id,body")
+        open_index(w, 2, lp, "uid", "body")
+        assert w.request("1\tL\t1\t1\t2\t0\tD?\n") == b"0\t3\t7\t1\tg\t5\t1\te\n"
+        assert w.request("2\tL\t1\t3\t1\t0\tU\tI\n") == b"0\t1\t1\n"
+        assert w.request("1\tL\t1\t1\t10\t0\n") == b"0\t3\t3\t1\tc\t1\t1\ta\n"
+        assert dump(server, lp, "id, body", "id") == [
+            ("1", "a"), ("2", "b"), ("3", "c"), ("4", "d"), ("6", "f"), ("8", "h"), ("9", "I")]
+
+
+# ---------------------------------------------------------------------------------------------------
+# the binary log: writes are logged as row events
+
+
+@pytest.fixture(scope="module")
+def binlog_server(request, plugin):
+    """A private server with the binary log on, in STATEMENT format (tablesocket logs row events anyway).
+
+    Its run directory is kept if any test of the session failed."""
+    srv = tsserver.MariaDBServer(plugin, name="binlog",
+                                 extra_args=["--log-bin", "--binlog-format=STATEMENT", "--server-id=1"])
+    try:
+        srv.start()
+    except tsserver.ServerError as e:
+        srv.stop()
+        pytest.fail(f"could not start a {plugin} server with --log-bin: {e}", pytrace=False)
+    yield srv
+    srv.stop()
+    if not request.session.testsfailed:
+        shutil.rmtree(srv.rundir, ignore_errors=True)
+    else:
+        print(f"\n[binlog_server] run directory kept: {srv.rundir}")
+
+
+class Binlog:
+    def __init__(self, srv, table: str):
+        self.srv, self.table = srv, table
+        self.conns: list[HSConn] = []
+        srv.exec_sql(f"DROP TABLE IF EXISTS {table}")
+        srv.exec_sql(f"CREATE TABLE {table} (id int primary key, v int, u int, unique key uu(u)) ENGINE=InnoDB")
+        (self.file, self.pos, *_), = srv.sql("SHOW MASTER STATUS")
+
+    def hs(self) -> HSConn:
+        c = HSConn(self.srv.hs_port_wr)
+        self.conns.append(c)
+        return c
+
+    def events(self) -> list[tuple]:
+        """(type, info) of the events since the start, following rotations."""
+        out, file, pos = [], self.file, self.pos
+        files = [r[0] for r in self.srv.sql("SHOW BINARY LOGS")]
+        for f in files[files.index(file):]:
+            q = f"SHOW BINLOG EVENTS IN '{f}'" + (f" FROM {pos}" if f == file else "")
+            out += [(r[2], r[5]) for r in self.srv.sql(q)]
+        return out
+
+    def transactions(self) -> list[list[tuple]]:
+        """Event groups from a BEGIN GTID to the end of that transaction, for our table only."""
+        groups, cur = [], None
+        for typ, info in self.events():
+            if typ == "Gtid":
+                cur = [] if info.startswith("BEGIN") else None
+                if cur is not None:
+                    groups.append(cur)
+                continue
+            if cur is not None:
+                cur.append((re.sub(r"_v\d$", "", typ), info))
+        mine = re.compile(rf"\b{re.escape(self.table)}\b")
+        return [g for g in groups if any(mine.search(info) for _, info in g)]
+
+    def close(self):
+        for c in self.conns:
+            c.close()
+        self.srv.exec_sql(f"DROP TABLE IF EXISTS {self.table}")
+
+
+@pytest.mark.tablesocket_only("HS writes never reach the binary log")
+class TestBinlog:
+    def test_row_events_for_every_kind_of_write(self, binlog_server):
+        b = Binlog(binlog_server, "bl1")
+        try:
+            w = b.hs()
+            open_index(w, 1, "bl1", "PRIMARY", "id,v,u")
+            open_index(w, 2, "bl1", "PRIMARY", "v")
+            assert w.request("1\t+\t3\t1\t10\t1\n") == b"0\t1\n"
+            assert w.request("1\t+\t3\t2\t20\t2\n") == b"0\t1\n"
+            assert w.request("1\t=\t1\t1\t1\t0\tU\t1\t11\t1\n") == b"0\t1\t1\n"
+            assert w.request("2\t=\t1\t2\t1\t0\t+\t5\n") == b"0\t1\t1\n"
+            assert w.request("1\t=\t1\t2\t1\t0\tD\n") == b"0\t1\t1\n"
+            assert w.request("1\t+=\t3\t3\t30\t3\n") == b"0\t1\n"       # upsert: insert
+            assert w.request("1\t+=\t3\t3\t31\t3\n") == b"0\t1\n"       # upsert: update
+            kinds = [[typ for typ, _ in g if typ.endswith("_rows") or typ == "Table_map"]
+                     for g in b.transactions()]
+            assert kinds == [["Table_map", "Write_rows"], ["Table_map", "Write_rows"],
+                             ["Table_map", "Update_rows"], ["Table_map", "Update_rows"],
+                             ["Table_map", "Delete_rows"], ["Table_map", "Write_rows"],
+                             ["Table_map", "Update_rows"]]
+            assert binlog_server.sql("SELECT id, v, u FROM bl1 ORDER BY id") == [("1", "11", "1"), ("3", "31", "3")]
+        finally:
+            b.close()
+
+    def test_failed_requests_leave_no_events(self, binlog_server):
+        b = Binlog(binlog_server, "bl2")
+        try:
+            w = b.hs()
+            open_index(w, 1, "bl2", "PRIMARY", "id,v,u")
+            open_index(w, 2, "bl2", "PRIMARY", "u")
+            # One batch: ok, duplicate, bad value, ok; then a multi-row update failing on its 2nd row.
+            w.send(b"1\t+\t3\t1\t10\t1\n1\t+\t3\t1\t10\t5\n1\t+\t3\t2\tbad\t2\n1\t+\t3\t3\t30\t3\n")
+            assert [x[:4] for x in w.recv_lines(4)] == [b"0\t1\n", b"1\t1\t", b"1\t1\t", b"0\t1\n"]
+            assert w.request("2\t>=\t1\t0\t10\t0\tU\t7\n") == b"1\t1\t121\n"
+            assert w.request("1\t=\t1\t9\t1\t0\tD\n") == b"0\t1\t0\n"   # nothing to delete
+            rows = [typ for g in b.transactions() for typ, _ in g if typ.endswith("_rows")]
+            assert rows == ["Write_rows", "Write_rows"]
+            assert binlog_server.sql("SELECT id, v, u FROM bl2 ORDER BY id") == [("1", "10", "1"), ("3", "30", "3")]
+        finally:
+            b.close()
+
+    def test_batch_of_pipelined_writes(self, binlog_server):
+        b = Binlog(binlog_server, "bl3")
+        try:
+            w = b.hs()
+            open_index(w, 1, "bl3", "PRIMARY", "id,v,u")
+            w.send(b"".join(b"1\t+\t3\t%d\t%d\t%d\n" % (i, i, i) for i in range(1, 51)))
+            assert w.recv_lines(50) == [b"0\t1\n"] * 50
+            events = [typ for g in b.transactions() for typ, _ in g if typ.endswith("_rows")]
+            assert events == ["Write_rows"] * 50
+        finally:
+            b.close()
+
+    def test_write_batches_commit_with_an_xid_like_sql(self, binlog_server):
+        b = Binlog(binlog_server, "bl4")
+        try:
+            w = b.hs()
+            open_index(w, 1, "bl4", "PRIMARY", "id,v")
+            for i in range(1, 6):
+                assert w.request(f"1\t+\t2\t{i}\t{i}\n") == b"0\t1\n"
+            binlog_server.exec_sql("INSERT INTO bl4 (id, v) VALUES (100, 1)")
+            ends = [g[-1][0] for g in b.transactions()]
+            assert ends == ["Xid"] * 6
+        finally:
+            b.close()
