@@ -432,11 +432,7 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
   return Exec::done;
 }
 
-Mc_session::Exec Mc_session::exec_store(const Mc_request &rq, Byte_buffer &out) {
-  std::string_view row_key;
-  Store_status st;
-  Open_container *oc = resolve(rq.key(), &row_key, &st);
-  if (!oc) return server_error(st, out, rq.noreply);
+Kv_request Mc_session::storage_request(const Mc_request &rq, std::string_view row_key) const {
   Kv_request kr;
   switch (rq.store_op) {
     case mc::Mc_store_op::set: kr.op = Kv_op::set; break;
@@ -451,6 +447,15 @@ Mc_session::Exec Mc_session::exec_store(const Mc_request &rq, Byte_buffer &out) 
   kr.flags = rq.client_flags;
   kr.expiry = absolute_expiry(rq.exptime);
   kr.cas = rq.cas_unique;
+  return kr;
+}
+
+Mc_session::Exec Mc_session::exec_store(const Mc_request &rq, Byte_buffer &out) {
+  std::string_view row_key;
+  Store_status st;
+  Open_container *oc = resolve(rq.key(), &row_key, &st);
+  if (!oc) return server_error(st, out, rq.noreply);
+  Kv_request kr = storage_request(rq, row_key);
   Kv_result res;
   st = write(*oc, kr, &res);
   if (!st.ok()) return server_error(st, out, rq.noreply);
@@ -626,20 +631,7 @@ Mc_session::Exec Mc_session::exec_ms(const Mc_request &rq, Byte_buffer &out) {
   Store_status st;
   Open_container *oc = resolve(rq.key(), &row_key, &st);
   if (!oc) return server_error(st, out, false);
-  Kv_request kr;
-  switch (rq.store_op) {
-    case mc::Mc_store_op::set: kr.op = Kv_op::set; break;
-    case mc::Mc_store_op::add: kr.op = Kv_op::add; break;
-    case mc::Mc_store_op::replace: kr.op = Kv_op::replace; break;
-    case mc::Mc_store_op::append: kr.op = Kv_op::append; break;
-    case mc::Mc_store_op::prepend: kr.op = Kv_op::prepend; break;
-    case mc::Mc_store_op::cas: kr.op = Kv_op::cas; break;
-  }
-  kr.key = Datum{row_key.data() ? row_key.data() : "", row_key.size()};
-  kr.value = Datum{rq.data.data() ? rq.data.data() : "", rq.data.size()};
-  kr.flags = rq.client_flags;
-  kr.expiry = absolute_expiry(rq.exptime);
-  kr.cas = rq.cas_unique;
+  Kv_request kr = storage_request(rq, row_key);
   Kv_result res;
   st = write(*oc, kr, &res);
   if (!st.ok()) return server_error(st, out, false);

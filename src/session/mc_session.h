@@ -60,6 +60,8 @@ class Mc_session final : public Session {
   Store_status lookup(Open_container &oc, const std::string_view *keys, size_t n, std::vector<Item> &items);
   Store_status range(Open_container &oc, std::string_view spec, std::vector<Item> &items);
   Store_status write(Open_container &oc, Kv_request &kr, Kv_result *res);
+  /* The key/value write a classic storage command or an ms asks for. */
+  Kv_request storage_request(const mc::Mc_request &rq, std::string_view row_key) const;
   int64_t absolute_expiry(int32_t exptime) const;
   uint64_t next_cas();
   /* Server-side failure reply ("SERVER_ERROR ..."), or park for a lock wait. */
