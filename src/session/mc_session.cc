@@ -407,6 +407,15 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
     }
     if (!st.ok()) return server_error(st, out, false);
     owner.resize(items_.size(), oc);
+    size_t bytes = 0;
+    for (const auto &it : items_) bytes += it.value.size() + it.key.size() + 64;
+    if (bytes > cfg_.max_output_buffer) {
+      /* Items are gathered before the reply (a lock wait may re-run the request): bounded. */
+      items_.clear();
+      counters_.add(counters_.errors);
+      mc::encode_server_error(out, "reply too large (tablesocket_max_output_buffer)");
+      return Exec::done;
+    }
   }
   if (touch) {
     const int64_t expiry = absolute_expiry(rq.exptime);
