@@ -379,6 +379,7 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
      re-run the whole request. */
   items_.clear();
   std::vector<Open_container *> owner;  // the container of each item (gat/gats touch it there)
+  size_t gathered = 0;                   // reply bytes so far
   for (std::string_view key : rq.keys) {
     std::string_view row_key;
     Store_status st;
@@ -406,10 +407,9 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
       if (items_.size() > first) items_.back().key.assign(key);  // memcached echoes the key as asked
     }
     if (!st.ok()) return server_error(st, out, false);
+    for (size_t n = first; n < items_.size(); ++n) gathered += items_[n].value.size() + items_[n].key.size() + 64;
     owner.resize(items_.size(), oc);
-    size_t bytes = 0;
-    for (const auto &it : items_) bytes += it.value.size() + it.key.size() + 64;
-    if (bytes > cfg_.max_output_buffer) {
+    if (gathered > cfg_.max_output_buffer) {
       /* Items are gathered before the reply (a lock wait may re-run the request): bounded. */
       items_.clear();
       counters_.add(counters_.errors);
