@@ -1,0 +1,424 @@
+"""A lock held by SQL holds up only the tablesocket requests that need it.
+
+The server runs ONE tablesocket worker (--tablesocket-threads=1), so every client below shares the
+worker that also serves the blocked request: if waiting for a row or metadata lock blocked the
+worker, everyone would stall.
+
+Bound: while a request waits for a lock, every other client's request is answered within
+REPLY_BOUND seconds (200 ms; loopback and one worker make 1 ms typical).
+
+  * row lock (SELECT ... FOR UPDATE / UPDATE in an open SQL transaction): the update of that row
+    gets no reply while the lock is held; reads (including of that row) and writes of other rows
+    from other clients are answered; after COMMIT the update completes;
+  * --tablesocket-lock-wait-timeout=1000: the blocked update answers lock_wait_timeout after ~1 s,
+    its connection stays usable, and requests pipelined behind it are answered in order;
+  * DDL: ALTER TABLE on a table 8 readers (and 2 writers) hammer completes well under a second,
+    they keep working afterwards; DROP TABLE gives them `1\\t1\\topen_table`, not a hang;
+  * FLUSH TABLES WITH READ LOCK completes while tablesocket has the table open; writes wait for
+    UNLOCK TABLES, reads go on.
+"""
+
+from __future__ import annotations
+
+import random
+import select
+import threading
+import time
+
+import pytest
+
+import ts_harness as h
+
+pytestmark = pytest.mark.tablesocket_only("tablesocket's lock waits (HandlerSocket blocks its worker)")
+
+REPLY_BOUND = 0.200   # seconds: any other client's reply while one request waits for a lock
+HOLD = 1.5            # seconds a lock is held while the others are measured
+ROWS = 200
+
+
+@pytest.fixture(scope="module")
+def srv(request):
+    with h.private_server(request, "locks", ["--tablesocket-threads=1"]) as s:
+        assert h.variable(s, "tablesocket_threads") == "1"
+        yield s
+
+
+@pytest.fixture(scope="module")
+def srv_timeout(request):
+    with h.private_server(request, "locks-timeout",
+                          ["--tablesocket-threads=1", "--tablesocket-lock-wait-timeout=1000"]) as s:
+        assert h.variable(s, "tablesocket_lock_wait_timeout") == "1000"
+        yield s
+
+
+def _table(s, name: str, rows: int = ROWS) -> str:
+    s.exec_sql(f"DROP TABLE IF EXISTS {name}")
+    s.exec_sql(f"CREATE TABLE {name} (k int primary key, v varchar(32), n int not null default 0) ENGINE=InnoDB")
+    s.executemany(f"INSERT INTO {name} VALUES (%s, %s, 0)", [(k, f"v{k}") for k in range(1, rows + 1)])
+    return name
+
+
+def _no_reply(conn: h.HSConn, wait: float = 0.0) -> bool:
+    """True if nothing at all has arrived on conn (within `wait` seconds)."""
+    if conn.buf:
+        return False
+    r, _, _ = select.select([conn.sock], [], [], wait)
+    return not r
+
+
+def _others_load(s, table: str, *, readers: int = 2, writers: int = 2, lo: int = 2) -> h.Load:
+    """Readers (read port) find any row, row 1 included (a consistent read needs no lock); writers
+    (write port) update rows lo..ROWS, each its own subset, and insert new rows."""
+    def setup(i):
+        if i < readers:
+            c = h.hs_open(s.hs_port, table, "k,v,n", timeout=5)
+        else:
+            c = h.hs_open(s.hs_port_wr, table, "n", timeout=5)
+            assert c.request(f"P\t2\ttest\t{table}\tPRIMARY\tk,v,n\n") == b"0\t1\n"
+        c.rnd = random.Random(i)
+        c.ins = 100000 * (i + 1)
+        return c
+
+    def step(i, c):
+        if i < readers:
+            k = c.rnd.randint(1, ROWS)
+            r = c.request(f"1\t=\t1\t{k}\n", timeout=5)
+            assert r.startswith(f"0\t3\t{k}\t".encode()), r
+        elif c.rnd.random() < 0.8:
+            k = c.rnd.randrange(lo + (i - readers), ROWS + 1, writers)
+            r = c.request(f"1\t=\t1\t{k}\t1\t0\t+\t1\n", timeout=5)
+            assert r == b"0\t1\t1\n", r
+        else:
+            c.ins += 1
+            r = c.request(f"2\t+\t3\t{c.ins}\tnew\t0\n", timeout=5)
+            assert r == b"0\t1\n", r
+
+    return h.Load(readers + writers, setup, step, max_seconds=30, teardown=lambda c: c.close())
+
+
+def _assert_bounded(load: h.Load, t0: float, t1: float, what: str) -> None:
+    lats = load.latencies_between(t0, t1)
+    per_client = [sum(1 for (end, _, i) in load.samples if t0 <= end <= t1 and i == j) for j in range(load.n)]
+    assert not load.errors, f"{what}: errors from the other clients: {load.errors[:5]}"
+    assert min(per_client) >= 20, f"{what}: some client was hardly served while the lock was held: {per_client}"
+    worst = max(lats)
+    print(f"{what}: {len(lats)} other requests, p50={h.percentile(lats, 50) * 1e3:.2f} ms "
+          f"p99={h.percentile(lats, 99) * 1e3:.2f} ms max={worst * 1e3:.1f} ms")
+    assert worst <= REPLY_BOUND, (f"{what}: another client waited {worst * 1e3:.0f} ms "
+                                  f"(bound {REPLY_BOUND * 1e3:.0f} ms); p99={h.percentile(lats, 99) * 1e3:.1f} ms")
+
+
+# --------------------------------------------------------------------------------------------------
+# row locks
+
+
+def test_a_row_locked_by_sql_holds_up_only_the_update_of_that_row(srv):
+    t = _table(srv, "lc_row")
+    before = h.status(srv)
+    sql = h.sql_conn(srv, autocommit=False)
+    blocked = h.hs_open(srv.hs_port_wr, t, "v")
+    load = None
+    try:
+        with sql.cursor() as c:
+            c.execute("BEGIN")
+            c.execute(f"SELECT * FROM {t} WHERE k = 1 FOR UPDATE")
+        blocked.send("1\t=\t1\t1\t1\t0\tU\tfrom tablesocket\n")
+        load = _others_load(srv, t).start()
+        t0 = time.monotonic()
+        time.sleep(HOLD)
+        t1 = time.monotonic()
+        assert _no_reply(blocked), f"the update of the locked row was answered while SQL held the lock: {blocked.recv_all(0.1)!r}"
+        _assert_bounded(load, t0, t1, "row lock held by SQL")
+        sql.commit()
+        t_commit = time.monotonic()
+        assert blocked.recv_line(timeout=2.0) == b"0\t1\t1\n"
+        took = time.monotonic() - t_commit
+        assert took < 0.5, f"the update completed {took:.3f} s after COMMIT"
+        load.stop()
+        assert srv.sql(f"SELECT v FROM {t} WHERE k = 1") == [("from tablesocket",)]
+        assert h.status(srv)["tablesocket_lock_waits"] > before["tablesocket_lock_waits"]
+    finally:
+        if load:
+            load.stop()
+        blocked.close()
+        sql.close()
+
+
+def test_an_increment_waits_for_an_uncommitted_sql_update_and_applies_on_top_of_it(srv):
+    t = _table(srv, "lc_inc")
+    sql = h.sql_conn(srv, autocommit=False)
+    w = h.hs_open(srv.hs_port_wr, t, "n")
+    try:
+        with sql.cursor() as c:
+            c.execute("BEGIN")
+            c.execute(f"UPDATE {t} SET n = n + 10 WHERE k = 5")
+        w.send("1\t=\t1\t5\t1\t0\t+\t1\n")
+        assert _no_reply(w, 0.5)
+        sql.commit()
+        assert w.recv_line(timeout=2.0) == b"0\t1\t1\n"
+        assert srv.sql(f"SELECT n FROM {t} WHERE k = 5") == [("11",)]
+        # And the other way round: rolled back, the increment applies to the old value.
+        with sql.cursor() as c:
+            c.execute("BEGIN")
+            c.execute(f"UPDATE {t} SET n = n + 1000 WHERE k = 5")
+        w.send("1\t=\t1\t5\t1\t0\t+\t1\n")
+        assert _no_reply(w, 0.3)
+        sql.rollback()
+        assert w.recv_line(timeout=2.0) == b"0\t1\t1\n"
+        assert srv.sql(f"SELECT n FROM {t} WHERE k = 5") == [("12",)]
+    finally:
+        w.close()
+        sql.close()
+
+
+def test_the_blocked_update_times_out_after_lock_wait_timeout_and_its_connection_stays_usable(srv_timeout):
+    s = srv_timeout
+    t = _table(s, "lc_timeout")
+    sql = h.sql_conn(s, autocommit=False)
+    w = h.hs_open(s.hs_port_wr, t, "v")
+    other = h.hs_open(s.hs_port_wr, t, "v")
+    try:
+        with sql.cursor() as c:
+            c.execute("BEGIN")
+            c.execute(f"SELECT * FROM {t} WHERE k = 1 FOR UPDATE")
+        t0 = time.monotonic()
+        # The blocked update, and behind it on the same connection a find and an update of row 2.
+        w.send("1\t=\t1\t1\t1\t0\tU\tnever\n1\t=\t1\t2\n1\t=\t1\t2\t1\t0\tU\tafter\n")
+        # Meanwhile another client on the same worker is served.
+        for k in range(3, 13):
+            t1 = time.monotonic()
+            assert other.request(f"1\t=\t1\t{k}\t1\t0\tU\tother{k}\n") == b"0\t1\t1\n"
+            assert time.monotonic() - t1 <= REPLY_BOUND
+        assert w.recv_line(timeout=5.0) == b"1\t1\tlock_wait_timeout\n"
+        waited = time.monotonic() - t0
+        assert 0.9 <= waited <= 2.0, f"lock_wait_timeout=1000 ms answered after {waited:.3f} s"
+        assert w.recv_lines(2, timeout=1.0) == [b"0\t1\tv2\n", b"0\t1\t1\n"]
+        # Still usable, and still timing out on the row as long as it is locked.
+        assert w.request("1\t=\t1\t3\n") == b"0\t1\tother3\n"
+        t0 = time.monotonic()
+        assert w.request("1\t=\t1\t1\t1\t0\tU\tnever\n", timeout=5.0) == b"1\t1\tlock_wait_timeout\n"
+        assert 0.9 <= time.monotonic() - t0 <= 2.0
+        assert s.sql(f"SELECT v FROM {t} WHERE k IN (1, 2) ORDER BY k") == [("v1",), ("after",)]
+        sql.commit()
+        assert w.request("1\t=\t1\t1\t1\t0\tU\tnow\n", timeout=2.0) == b"0\t1\t1\n"
+        assert s.sql(f"SELECT v FROM {t} WHERE k = 1") == [("now",)]
+    finally:
+        w.close()
+        other.close()
+        sql.close()
+
+
+# --------------------------------------------------------------------------------------------------
+# DDL
+
+
+class Hammer:
+    """Clients each sending one request at a time in a loop, recording every reply kind with its
+    time; a reply slower than 5 s is a hang and ends that client."""
+
+    def __init__(self, s, table: str, readers: int, writers: int):
+        self.s, self.table = s, table
+        self.readers, self.writers = readers, writers
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.log: list[tuple[float, float, int, bytes]] = []   # (end, latency, client, reply)
+        self.failures: list[tuple[int, str]] = []
+        self.conns = []
+        for i in range(readers + writers):
+            port = s.hs_port if i < readers else s.hs_port_wr
+            self.conns.append(h.hs_open(port, table, "k,v", timeout=5))
+        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(len(self.conns))]
+
+    def _run(self, i: int) -> None:
+        c = self.conns[i]
+        rnd = random.Random(i)
+        deadline = time.monotonic() + 30
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            k = rnd.randint(1, ROWS)
+            req = f"1\t=\t1\t{k}\n" if i < self.readers else f"1\t=\t1\t{k}\t1\t0\tU\t{k}\tw{i}\n"
+            t0 = time.monotonic()
+            try:
+                r = c.request(req, timeout=5)
+            except Exception as e:  # noqa: BLE001
+                with self.lock:
+                    self.failures.append((i, repr(e)))
+                return
+            t1 = time.monotonic()
+            with self.lock:
+                self.log.append((t1, t1 - t0, i, r))
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join(10)
+        for c in self.conns:
+            c.close()
+        assert not any(t.is_alive() for t in self.threads)
+
+    def replies(self, t0: float, t1: float, client: int | None = None):
+        with self.lock:
+            return [(end, lat, i, r) for (end, lat, i, r) in self.log
+                    if t0 <= end <= t1 and (client is None or i == client)]
+
+    @staticmethod
+    def is_row(r: bytes) -> bool:
+        return r.startswith(b"0\t2\t") or r == b"0\t1\t1\n"
+
+
+@pytest.mark.parametrize("writers", [0, 2], ids=["8_readers", "8_readers_2_writers"])
+def test_alter_and_drop_table_under_load_finish_fast_and_clients_get_clear_answers(srv, writers):
+    t = _table(srv, f"lc_ddl{writers}")
+    with Hammer(srv, t, readers=8, writers=writers) as hm:
+        time.sleep(0.5)
+        for alter in (f"ALTER TABLE {t} ADD COLUMN extra int", f"ALTER TABLE {t} ENGINE=InnoDB"):
+            a0 = time.monotonic()
+            srv.exec_sql(alter)
+            a1 = time.monotonic()
+            print(f"{alter}: {(a1 - a0) * 1e3:.0f} ms")
+            assert a1 - a0 < 1.0, f"{alter} took {a1 - a0:.3f} s with tablesocket clients on the table"
+            time.sleep(0.5)
+            after = time.monotonic()
+            assert not hm.failures, hm.failures
+            for i in range(len(hm.conns)):
+                got = hm.replies(a1, after, i)
+                assert got, f"client {i} got no reply in the 0.5 s after {alter}"
+        bad = [(i, r) for (_, _, i, r) in hm.replies(0, time.monotonic()) if not hm.is_row(r)]
+        assert not bad, f"error replies around ALTER TABLE: {bad[:5]}"
+        worst = max(lat for (_, lat, _, _) in hm.log)
+        assert worst < 1.0, f"a request waited {worst:.3f} s around ALTER TABLE"
+
+        d0 = time.monotonic()
+        srv.exec_sql(f"DROP TABLE {t}")
+        d1 = time.monotonic()
+        print(f"DROP TABLE: {(d1 - d0) * 1e3:.0f} ms")
+        assert d1 - d0 < 1.0, f"DROP TABLE took {d1 - d0:.3f} s with tablesocket clients on the table"
+        time.sleep(1.0)
+        assert not hm.failures, f"clients hung or lost their connection after DROP TABLE: {hm.failures}"
+        for i in range(len(hm.conns)):
+            got = hm.replies(d1 + 0.05, time.monotonic(), i)
+            assert got, f"client {i} got no reply in the second after DROP TABLE"
+            kinds = {r for (_, _, _, r) in got}
+            assert kinds == {b"1\t1\topen_table\n"}, f"client {i} after DROP TABLE: {sorted(kinds)[:3]}"
+
+        # The same connections (same open index) read the table again once it exists again.
+        srv.exec_sql(f"CREATE TABLE {t} (k int primary key, v varchar(32), n int not null default 0)")
+        srv.executemany(f"INSERT INTO {t} VALUES (%s, %s, 0)", [(k, f"v{k}") for k in range(1, ROWS + 1)])
+        c0 = time.monotonic()
+        time.sleep(0.5)
+        for i in range(len(hm.conns)):
+            got = hm.replies(c0 + 0.1, time.monotonic(), i)
+            assert got and all(hm.is_row(r) for (_, _, _, r) in got), \
+                f"client {i} after the table was created again: {[r for (_, _, _, r) in got][:3]}"
+    srv.exec_sql(f"DROP TABLE IF EXISTS {t}")
+
+
+def test_flush_tables_with_read_lock_holds_writes_not_reads(srv):
+    t = _table(srv, "lc_ftwrl")
+    r = h.hs_open(srv.hs_port, t, "k,v")
+    w = h.hs_open(srv.hs_port_wr, t, "v")
+    sql = h.sql_conn(srv)
+    try:
+        assert r.request("1\t=\t1\t1\n") == b"0\t2\t1\tv1\n"
+        assert w.request("1\t=\t1\t1\t1\t0\tU\tbefore\n") == b"0\t1\t1\n"
+        f0 = time.monotonic()
+        with sql.cursor() as c:
+            c.execute("FLUSH TABLES WITH READ LOCK")
+        took = time.monotonic() - f0
+        assert took < 1.0, f"FLUSH TABLES WITH READ LOCK took {took:.3f} s with tablesocket tables open"
+        w.send("1\t=\t1\t2\t1\t0\tU\tduring\n")
+        for k in range(1, 11):
+            t0 = time.monotonic()
+            assert r.request(f"1\t=\t1\t{k}\n").startswith(f"0\t2\t{k}\t".encode())
+            assert time.monotonic() - t0 <= REPLY_BOUND
+        time.sleep(0.5)
+        assert _no_reply(w), "a write was executed under FLUSH TABLES WITH READ LOCK"
+        assert srv.sql(f"SELECT v FROM {t} WHERE k = 2") == [("v2",)]
+        with sql.cursor() as c:
+            c.execute("UNLOCK TABLES")
+        assert w.recv_line(timeout=2.0) == b"0\t1\t1\n"
+        assert srv.sql(f"SELECT v FROM {t} WHERE k = 2") == [("during",)]
+    finally:
+        r.close()
+        w.close()
+        sql.close()
+
+
+def test_a_range_increment_blocked_midway_is_retried_without_applying_twice(srv):
+    """The update walks rows 1..10 and meets the SQL lock on row 5 after changing rows 1..4: each
+    retry (every few ms for a second) must undo its partial work, so every row ends at exactly +1."""
+    t = _table(srv, "lc_range")
+    sql = h.sql_conn(srv, autocommit=False)
+    w = h.hs_open(srv.hs_port_wr, t, "n")
+    try:
+        with sql.cursor() as c:
+            c.execute("BEGIN")
+            c.execute(f"SELECT * FROM {t} WHERE k = 5 FOR UPDATE")
+        w.send("1\t>=\t1\t1\t10\t0\t+\t1\n")
+        assert _no_reply(w, 1.0)
+        assert srv.sql(f"SELECT SUM(n) FROM {t}") == [("0",)]
+        sql.commit()
+        assert w.recv_line(timeout=2.0) == b"0\t1\t10\n"
+        assert srv.sql(f"SELECT k, n FROM {t} WHERE k <= 11 ORDER BY k") == \
+            [(str(k), "1" if k <= 10 else "0") for k in range(1, 12)]
+    finally:
+        w.close()
+        sql.close()
+
+
+def test_lock_tables_write_holds_up_only_the_requests_on_that_table(srv):
+    t = _table(srv, "lc_locked")
+    t2 = _table(srv, "lc_free")
+    blocked = h.hs_open(srv.hs_port, t, "k,v")
+    assert blocked.request("1\t=\t1\t1\n") == b"0\t2\t1\tv1\n"  # the worker has t open
+    sql = h.sql_conn(srv)
+    load = None
+    try:
+        l0 = time.monotonic()
+        with sql.cursor() as c:
+            c.execute(f"LOCK TABLES {t} WRITE")
+        took = time.monotonic() - l0
+        assert took < 1.0, f"LOCK TABLES took {took:.3f} s while tablesocket had the table open"
+        with sql.cursor() as c:
+            c.execute(f"UPDATE {t} SET v = 'locked' WHERE k = 1")
+        blocked.send("1\t=\t1\t1\n")
+        load = _others_load(srv, t2).start()
+        t0 = time.monotonic()
+        time.sleep(HOLD)
+        t1 = time.monotonic()
+        assert _no_reply(blocked), f"a read of a table under LOCK TABLES WRITE was answered: {blocked.recv_all(0.1)!r}"
+        _assert_bounded(load, t0, t1, "LOCK TABLES WRITE on another table")
+        with sql.cursor() as c:
+            c.execute("UNLOCK TABLES")
+        assert blocked.recv_line(timeout=2.0) == b"0\t2\t1\tlocked\n"
+    finally:
+        if load:
+            load.stop()
+        blocked.close()
+        sql.close()
+
+
+def test_several_increments_waiting_on_one_locked_row_all_apply_after_commit(srv):
+    t = _table(srv, "lc_many")
+    sql = h.sql_conn(srv, autocommit=False)
+    waiters = [h.hs_open(srv.hs_port_wr, t, "n") for _ in range(8)]
+    try:
+        with sql.cursor() as c:
+            c.execute("BEGIN")
+            c.execute(f"UPDATE {t} SET n = 100 WHERE k = 7")
+        for i, w in enumerate(waiters):
+            w.send(f"1\t=\t1\t7\t1\t0\t+\t{i + 1}\n")
+        time.sleep(0.5)
+        assert all(_no_reply(w) for w in waiters)
+        sql.commit()
+        for w in waiters:
+            assert w.recv_line(timeout=3.0) == b"0\t1\t1\n"
+        assert srv.sql(f"SELECT n FROM {t} WHERE k = 7") == [(str(100 + sum(range(1, 9))),)]
+    finally:
+        for w in waiters:
+            w.close()
+        sql.close()

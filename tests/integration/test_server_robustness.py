@@ -1,0 +1,534 @@
+"""The server under hostile or heavy clients, and its lifecycle with clients connected.
+
+  * 2,000 concurrent connections (half reading, half writing), each doing a request;
+  * oversized, malformed and absurd input (a 2 MB line, garbage bytes, counts like 4294967295)
+    answered with an error (and a close where the line cannot be read), while a canary client on
+    the same worker keeps being answered and the server's memory stays flat;
+  * a client that pipelines 100,000 finds and stops reading does not hold up the others, and gets
+    every reply, in order, once it reads again;
+  * UNINSTALL SONAME 'tablesocket' while 20 clients hammer, then INSTALL SONAME works again;
+  * --tablesocket-idle-timeout=1 closes idle connections after 1-2 s (not busy or lock-waiting ones);
+  * `mariadb-admin shutdown` with 50 clients connected (idle, busy, waiting for a row lock) takes
+    less than 10 s, and acknowledged writes are there after the restart.
+
+The module's main server runs one tablesocket worker, so the canary shares the worker with the
+hostile client. CANARY_BOUND is the documented bound for a canary reply.
+"""
+
+from __future__ import annotations
+
+import random
+import selectors
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import ts_harness as h
+
+pytestmark = pytest.mark.tablesocket_only("tablesocket's limits and lifecycle")
+
+CANARY_BOUND = 0.200      # seconds
+NCONN = 2000
+OPEN_FILES = 20000
+
+
+@pytest.fixture(scope="module")
+def srv(request):
+    with h.private_server(request, "robust", ["--tablesocket-threads=1", f"--open-files-limit={OPEN_FILES}"]) as s:
+        s.exec_sql("CREATE TABLE rob (k int primary key, v varchar(2000)) ENGINE=InnoDB")
+        s.executemany("INSERT INTO rob VALUES (%s, %s)", [(k, f"v{k}") for k in range(1, 1001)])
+        s.exec_sql("CREATE TABLE rob_ins (k int primary key, v varchar(32)) ENGINE=InnoDB")
+        yield s
+
+
+def _rss_kb(srv) -> int:
+    for line in Path(f"/proc/{srv.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _canary(s, readers: int = 1, writers: int = 1) -> h.Load:
+    """Clients that must keep being answered: finds on the read port, updates on the write port."""
+    def setup(i):
+        c = h.hs_open(s.hs_port if i < readers else s.hs_port_wr, "rob", "k,v", timeout=5)
+        c.rnd = random.Random(i)
+        return c
+
+    def step(i, c):
+        k = c.rnd.randint(10, 1000)  # rows 1..9 are left to the tests
+        if i < readers:
+            r = c.request(f"1\t=\t1\t{k}\n", timeout=5)
+            assert r.startswith(f"0\t2\t{k}\t".encode()), r
+        else:
+            r = c.request(f"1\t=\t1\t{k}\t1\t0\tU\t{k}\tv{k}\n", timeout=5)
+            assert r == b"0\t1\t1\n", r
+
+    return h.Load(readers + writers, setup, step, max_seconds=60, teardown=lambda c: c.close())
+
+
+def _assert_canary(load: h.Load, t0: float, t1: float, what: str, min_each: int = 10) -> None:
+    assert not load.errors, f"{what}: canary errors: {load.errors[:5]}"
+    lats = load.latencies_between(t0, t1)
+    each = [sum(1 for (end, _, i) in load.samples if t0 <= end <= t1 and i == j) for j in range(load.n)]
+    assert min(each) >= min_each, f"{what}: a canary client was hardly answered: {each}"
+    worst = max(lats)
+    print(f"{what}: canary {len(lats)} replies, p99={h.percentile(lats, 99) * 1e3:.2f} ms max={worst * 1e3:.1f} ms")
+    assert worst <= CANARY_BOUND, f"{what}: a canary reply took {worst * 1e3:.0f} ms (bound {CANARY_BOUND * 1e3:.0f} ms)"
+
+
+# --------------------------------------------------------------------------------------------------
+# many connections
+
+
+def test_two_thousand_concurrent_connections_each_get_their_reply(srv):
+    soft = h.raise_nofile(NCONN + 1000)
+    assert soft >= NCONN + 100, f"cannot raise RLIMIT_NOFILE enough: {soft}"
+    assert int(h.variable(srv, "open_files_limit")) >= NCONN + 100
+    before = h.status(srv)
+    conns: list[socket.socket] = []
+    sel = selectors.DefaultSelector()
+    try:
+        t0 = time.monotonic()
+        for i in range(NCONN):
+            s = h.connect_raw(srv.hs_port if i % 2 == 0 else srv.hs_port_wr)
+            conns.append(s)
+        connected = time.monotonic() - t0
+        want = {}
+        for i, s in enumerate(conns):
+            if i % 2 == 0:
+                k = i % 1000 + 1
+                s.sendall(f"P\t1\ttest\trob\tPRIMARY\tk,v\n1\t=\t1\t{k}\n".encode())
+                want[s.fileno()] = f"0\t1\n0\t2\t{k}\tv{k}\n".encode()
+            else:
+                k = 100000 + i
+                s.sendall(f"P\t1\ttest\trob_ins\tPRIMARY\tk,v\n1\t+\t2\t{k}\tc{i}\n".encode())
+                want[s.fileno()] = b"0\t1\n0\t1\n"
+            s.setblocking(False)
+            sel.register(s, selectors.EVENT_READ)
+        got = {s.fileno(): b"" for s in conns}
+        pending = len(conns)
+        deadline = time.monotonic() + 60
+        while pending and time.monotonic() < deadline:
+            for key, _ in sel.select(timeout=1.0):
+                s = key.fileobj
+                try:
+                    data = s.recv(4096)
+                except BlockingIOError:
+                    continue
+                fd = s.fileno()
+                got[fd] += data
+                if not data or got[fd].count(b"\n") >= 2:
+                    sel.unregister(s)
+                    pending -= 1
+        took = time.monotonic() - t0
+        print(f"{NCONN} connections: connected in {connected:.2f} s, all answered in {took:.2f} s")
+        wrong = [(fd, got[fd], want[fd]) for fd in want if got[fd] != want[fd]]
+        assert not wrong, f"{len(wrong)} of {NCONN} connections got a wrong or no reply: {wrong[:3]}"
+        st = h.status(srv)
+        assert st["tablesocket_connections"] >= NCONN
+        assert st["tablesocket_connections_rejected"] == before["tablesocket_connections_rejected"]
+        assert srv.sql("SELECT COUNT(*) FROM rob_ins WHERE k >= 100000") == [(str(NCONN // 2),)]
+    finally:
+        sel.close()
+        for s in conns:
+            s.close()
+    deadline = time.monotonic() + 10
+    while h.status(srv)["tablesocket_connections"] > 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert h.status(srv)["tablesocket_connections"] == 0, "closed connections were not released"
+
+
+# --------------------------------------------------------------------------------------------------
+# hostile input
+
+
+def _send_in_background(sock: socket.socket, data: bytes) -> threading.Thread:
+    def run():
+        try:
+            sock.sendall(data)
+        except OSError:
+            pass  # the server closed on us: expected for oversized input
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def _expect_error_then_close(conn: h.HSConn, want: bytes, what: str) -> None:
+    try:
+        line = conn.recv_line(timeout=10)
+    except ConnectionResetError:
+        pytest.fail(f"{what}: connection reset before the error reply {want!r} could be read")
+    assert line == want, f"{what}: {line!r}"
+    assert h.wait_closed(conn, 5.0) is not None, f"{what}: the connection was not closed after {line!r}"
+
+
+def test_oversized_and_malformed_input_gets_errors_while_others_keep_working(srv):
+    load = _canary(srv).start()
+    rss0 = _rss_kb(srv)
+    before = h.status(srv)
+    t0 = time.monotonic()
+    try:
+        # 2 MB line (limit: 1 MiB): error reply, then close.
+        for port in (srv.hs_port, srv.hs_port_wr):
+            c = h.HSConn(port)
+            th = _send_in_background(c.sock, b"1\t=\t1\t" + b"a" * (2 << 20) + b"\n")
+            _expect_error_then_close(c, b"2\t1\ttoolong\n", f"2 MB line on port {port}")
+            th.join(10)
+            c.close()
+        # The same without any LF: the server must not wait for one forever.
+        c = h.HSConn(srv.hs_port)
+        th = _send_in_background(c.sock, b"x" * (2 << 20))
+        _expect_error_then_close(c, b"2\t1\ttoolong\n", "2 MB without LF")
+        th.join(10)
+        c.close()
+        # Just under the limit is a request like any other.
+        with h.hs_open(srv.hs_port, "rob", "k,v") as c:
+            assert c.request(b"1\t=\t1\t" + b"7" * ((1 << 20) - 16) + b"\n") == b"0\t2\n"
+            assert c.request("1\t=\t1\t7\n") == b"0\t2\t7\tv7\n"
+        # Too many tokens: error, then close.
+        c = h.HSConn(srv.hs_port)
+        c.send(b"1\t=\t1" + b"\t1" * 20000 + b"\n")
+        _expect_error_then_close(c, b"2\t1\ttoomanytokens\n", "20,000 tokens")
+        c.close()
+
+        # Garbage: every line gets exactly one reply; the connection then still works.
+        rnd = random.Random(42)
+        alphabet = bytes(range(256)).replace(b"\n", b"")
+        for port in (srv.hs_port, srv.hs_port_wr):
+            with h.hs_open(port, "rob", "k,v") as c:
+                lines = [b"", b"\r", b"\x00", b"\xff\xfe\xfd", b"\t\t\t", b"P", b"P\t", b"A\t1", b"1", b"1\t",
+                         b"1\t=", b"1\t=\t", b"1\t=\t1", b"1\t?\t1\t1", b"1\t=\tx\t1", b"\x01", b"1\t=\t1\t\x01",
+                         b"-1\t=\t1\t1", b"1\t=\t-1\t1", b"1\t=\t1\t1\t-1\t-1", b"1\t=\t1\t1\t1\t0\tZ\tq"]
+                lines += [bytes(rnd.choice(alphabet) for _ in range(rnd.randint(1, 300))) for _ in range(300)]
+                lines = [ln for ln in lines if not ln.startswith((b"P\t", b"A\t"))] + [b"P", b"A\t1"]
+                c.send(b"".join(ln + b"\n" for ln in lines))
+                replies = c.recv_lines(len(lines), timeout=10)
+                assert all(r.startswith((b"0\t", b"1\t", b"2\t", b"3\t")) for r in replies), replies[:5]
+                assert c.recv_all(0.2) == b"", "more replies than request lines"
+                assert c.request("1\t=\t1\t9\n") == b"0\t2\t9\tv9\n"
+
+        # Absurd counts: answered (an error or an empty result), nothing allocated for them.
+        absurd = {
+            "1\t=\t4294967295\t1": b"2\t1\tklen\n",
+            "1\t=\t4294967296\t1": b"2\t1\tklen\n",
+            "1\t=\t18446744073709551616\t1": b"2\t1\tklen\n",
+            "1\t+\t4294967295\t1": b"2\t1\tklen\n",
+            "1\t=\t1\t1\t4294967295\t4294967295": b"0\t2\n",
+            "1\t=\t1\t1\t1\t0\t@\t0\t4294967295\t1": b"2\t1\tinvalueslen\n",
+            "1\t=\t1\t1\t1\t0\t@\t4294967295\t1\t1": None,
+            "1\t=\t1\t1\t1\t0\tF\t=\t4294967295\t1": None,
+            "4294967295\t=\t1\t1": None,
+            "99999999999999999999\t=\t1\t1": None,
+        }
+        for port in (srv.hs_port, srv.hs_port_wr):
+            with h.hs_open(port, "rob", "k,v") as c:
+                for req, want in absurd.items():
+                    r = c.request(req + "\n")
+                    if want is None:
+                        assert r.startswith((b"1\t1\t", b"2\t1\t")), (req, r)
+                    else:
+                        assert r == want, (req, r)
+                    assert c.request("1\t=\t1\t3\n") == b"0\t2\t3\tv3\n", f"connection broken after {req!r}"
+        t1 = time.monotonic()
+        _assert_canary(load, t0, t1, "hostile input")
+        assert srv.running()
+        grown = _rss_kb(srv) - rss0
+        assert grown < 200 * 1024, f"mariadbd grew by {grown // 1024} MB"
+        assert h.status(srv)["tablesocket_protocol_errors"] >= before["tablesocket_protocol_errors"] + 4
+    finally:
+        load.stop()
+
+
+def test_a_client_that_never_reads_its_replies_does_not_stall_the_others(srv):
+    srv.exec_sql("UPDATE rob SET v = REPEAT('x', 1000) WHERE k = 1")
+    hog = h.hs_open(srv.hs_port, "rob", "v")
+    n = 100_000
+    data = b"1\t=\t1\t1\n" * n
+    rss0 = _rss_kb(srv)
+    load = _canary(srv).start()
+    sent = 0
+    try:
+        hog.sock.setblocking(False)
+        t0 = time.monotonic()
+        while sent < len(data) and time.monotonic() - t0 < 3.0:
+            try:
+                sent += hog.sock.send(data[sent:sent + 65536])
+            except BlockingIOError:
+                time.sleep(0.01)
+        time.sleep(max(0.0, 3.0 - (time.monotonic() - t0)))
+        t1 = time.monotonic()
+        _assert_canary(load, t0, t1, "a client not reading 100k replies", min_each=50)
+        grown = _rss_kb(srv) - rss0
+        assert grown < 100 * 1024, f"mariadbd grew by {grown // 1024} MB buffering replies for a client that does not read"
+        print(f"the hog got {sent} of {len(data)} request bytes in; mariadbd grew {grown // 1024} MB")
+    finally:
+        load.stop()
+    # It reads now: every reply to what it sent, in order, and it can finish sending.
+    hog.sock.setblocking(True)
+    th = _send_in_background(hog.sock, data[sent:])
+    want = b"0\t1\t" + b"x" * 1000 + b"\n"
+    deadline = time.monotonic() + 60
+    count = 0
+    while count < n and time.monotonic() < deadline:
+        line = hog.recv_line(timeout=10)
+        assert line == want, f"reply {count}: {line[:60]!r}"
+        count += 1
+    th.join(10)
+    assert count == n
+    assert hog.request("1\t=\t1\t2\n") == b"0\t1\tv2\n"
+    hog.close()
+    srv.exec_sql("UPDATE rob SET v = 'v1' WHERE k = 1")
+
+
+# --------------------------------------------------------------------------------------------------
+# lifecycle
+
+
+def _writer_load(s, n_readers: int, n_writers: int, acked: set, lock: threading.Lock, seconds: float = 60,
+                 timeout: float = 5.0, key_base: int = 0):
+    """Readers and writers that stop at the first error (no reconnect); writers record acked keys."""
+    ends: dict[int, str] = {}
+
+    def setup(i):
+        if i < n_readers:
+            c = h.hs_open(s.hs_port, "life", "k,v", timeout=timeout)
+        else:
+            c = h.hs_open(s.hs_port_wr, "life", "k,v", timeout=timeout)
+        c.seq = 0
+        return c
+
+    def step(i, c):
+        try:
+            if i < n_readers:
+                r = c.request(f"1\t=\t1\t{(c.seq % 100) + 1}\n", timeout=timeout)
+                c.seq += 1
+                assert r.startswith(b"0\t2\t"), r
+            else:
+                c.seq += 1
+                k = key_base + 1_000_000 * (i + 1) + c.seq
+                r = c.request(f"1\t+\t2\t{k}\tw{i}\n", timeout=timeout)
+                if r != b"0\t1\n":
+                    raise AssertionError(r)
+                with lock:
+                    acked.add(k)
+        except BaseException as e:
+            ends[i] = type(e).__name__ + ": " + str(e)[:80]
+            raise
+
+    load = h.Load(n_readers + n_writers, setup, step, max_seconds=seconds, teardown=lambda c: c.close())
+    load.ends = ends
+    return load
+
+
+def _life_table(s):
+    s.exec_sql("DROP TABLE IF EXISTS life")
+    s.exec_sql("CREATE TABLE life (k int primary key, v varchar(32)) ENGINE=InnoDB")
+    s.executemany("INSERT INTO life VALUES (%s, %s)", [(k, f"v{k}") for k in range(1, 101)])
+
+
+def _plugin_status(s) -> list:
+    return s.sql("SELECT plugin_status FROM information_schema.plugins WHERE plugin_name = 'tablesocket'", db=None)
+
+
+def test_uninstall_soname_under_load_then_install_soname_again(request):
+    with h.private_server(request, "uninstall") as s:
+        _life_table(s)
+        for cycle in range(2):
+            acked: set[int] = set()
+            lock = threading.Lock()
+            load = _writer_load(s, 10, 10, acked, lock, key_base=100_000_000 * cycle).start()
+            time.sleep(1.0)
+            assert not load.errors, load.errors[:3]
+            u0 = time.monotonic()
+            s.exec_sql("UNINSTALL SONAME 'tablesocket'", db=None)
+            took = time.monotonic() - u0
+            print(f"cycle {cycle}: UNINSTALL SONAME under load took {took * 1e3:.0f} ms, {len(acked)} writes acknowledged")
+            assert took < 10.0, f"UNINSTALL SONAME took {took:.1f} s"
+            t_end = time.monotonic() + 10
+            while any(t.is_alive() for t in load.threads) and time.monotonic() < t_end:
+                time.sleep(0.05)
+            load.stop()
+            hung = [e for e in load.ends.values() if "Timeout" in e]
+            assert not hung, f"clients left hanging by UNINSTALL (no reply, no close): {hung[:3]}"
+            assert s.running()
+            assert _plugin_status(s) == [], _plugin_status(s)
+            assert not h.tsserver.port_accepts(s.hs_port) and not h.tsserver.port_accepts(s.hs_port_wr)
+            have = {int(r[0]) for r in s.sql("SELECT k FROM life WHERE k > 100")}
+            assert acked <= have, f"acknowledged writes missing after UNINSTALL: {sorted(acked - have)[:5]}"
+
+            s.exec_sql("INSTALL SONAME 'tablesocket'", db=None)
+            assert _plugin_status(s) == [("ACTIVE",)]
+            deadline = time.monotonic() + 10
+            while not (h.tsserver.port_accepts(s.hs_port) and h.tsserver.port_accepts(s.hs_port_wr)):
+                assert time.monotonic() < deadline, "tablesocket ports not listening after INSTALL SONAME"
+                time.sleep(0.05)
+            with h.hs_open(s.hs_port_wr, "life", "k,v") as c:
+                assert c.request(f"1\t+\t2\t{500 + cycle}000000\tafter\n") == b"0\t1\n"
+            with h.hs_open(s.hs_port, "life", "k,v") as c:
+                assert c.request("1\t=\t1\t1\n") == b"0\t2\t1\tv1\n"
+            assert s.sql(f"SELECT v FROM life WHERE k = {500 + cycle}000000") == [("after",)]
+        assert "[ERROR]" not in s.log_tail(200), s.log_tail(40)
+        took = h.admin_shutdown(s)
+        assert took < 10.0
+
+
+def test_idle_timeout_closes_idle_connections_only(request):
+    with h.private_server(request, "idle", ["--tablesocket-idle-timeout=1", "--tablesocket-threads=1"]) as s:
+        _life_table(s)
+        before = h.status(s)
+        t0 = time.monotonic()
+        idle = h.hs_open(s.hs_port, "life", "k,v")
+        assert idle.request("1\t=\t1\t1\n") == b"0\t2\t1\tv1\n"
+        t_idle = time.monotonic()
+        silent = h.HSConn(s.hs_port)          # never sends anything
+        busy = h.hs_open(s.hs_port_wr, "life", "k,v")
+        waiting = h.hs_open(s.hs_port_wr, "life", "v")
+        sql = h.sql_conn(s, autocommit=False)
+        closed_at: dict[str, float] = {}
+        try:
+            with sql.cursor() as c:
+                c.execute("BEGIN")
+                c.execute("SELECT * FROM life WHERE k = 2 FOR UPDATE")
+            waiting.send("1\t=\t1\t2\t1\t0\tU\tafter wait\n")
+            end = time.monotonic() + 3.5
+            while time.monotonic() < end:
+                assert busy.request("1\t=\t1\t3\n") == b"0\t2\t3\tv3\n", "a busy connection was closed"
+                for name, c in (("idle", idle), ("silent", silent)):
+                    if name not in closed_at and h.closed_now(c):
+                        closed_at[name] = time.monotonic()
+                time.sleep(0.1)
+            assert "idle" in closed_at and "silent" in closed_at, f"idle connections not closed: {closed_at}"
+            idle_for = closed_at["idle"] - t_idle
+            silent_for = closed_at["silent"] - t0
+            print(f"idle closed after {idle_for:.2f} s, silent after {silent_for:.2f} s")
+            assert 0.9 <= idle_for <= 3.0, f"idle connection closed after {idle_for:.2f} s (timeout 1 s)"
+            assert 0.9 <= silent_for <= 3.5, f"silent connection closed after {silent_for:.2f} s"
+            # The lock-waiting connection was not idle: it gets its answer after COMMIT.
+            sql.commit()
+            assert waiting.recv_line(timeout=2.0) == b"0\t1\t1\n"
+            assert h.status(s)["tablesocket_timeouts"] >= before["tablesocket_timeouts"] + 2
+            # ... and is idle from now on.
+            t_w = time.monotonic()
+            assert h.wait_closed(waiting, 4.0) is not None, "connection not closed after becoming idle"
+            assert time.monotonic() - t_w >= 0.9
+        finally:
+            for c in (idle, silent, busy, waiting):
+                c.close()
+            sql.close()
+
+
+def test_shutdown_with_fifty_connected_clients_takes_less_than_ten_seconds(request):
+    with h.private_server(request, "shutdown") as s:
+        _life_table(s)
+        acked: set[int] = set()
+        lock = threading.Lock()
+        idle = [h.hs_open(s.hs_port if i % 2 else s.hs_port_wr, "life", "k,v") for i in range(20)]
+        sql = h.sql_conn(s, autocommit=False)
+        with sql.cursor() as c:
+            c.execute("BEGIN")
+            c.execute("SELECT * FROM life WHERE k = 50 FOR UPDATE")
+        waiting = []
+        for i in range(5):
+            w = h.hs_open(s.hs_port_wr, "life", "v")
+            w.send("1\t=\t1\t50\t1\t0\tU\tnever\n")
+            waiting.append(w)
+        load = _writer_load(s, 12, 13, acked, lock, timeout=15).start()
+        try:
+            time.sleep(1.0)
+            assert not load.errors, load.errors[:3]
+            assert h.status(s)["tablesocket_connections"] == 50
+            took = h.admin_shutdown(s, timeout=60)
+            print(f"shutdown with 50 tablesocket clients: {took:.2f} s; {len(acked)} writes acknowledged")
+            assert took < 10.0, f"shutdown took {took:.1f} s"
+            t_end = time.monotonic() + 5
+            while any(t.is_alive() for t in load.threads) and time.monotonic() < t_end:
+                time.sleep(0.05)
+            load.stop()
+            for c in idle + waiting:
+                assert h.wait_closed(c, 2.0) is not None, "a client connection outlived the server"
+        finally:
+            load.stop()
+            for c in idle + waiting:
+                c.close()
+            try:
+                sql.close()
+            except Exception:  # noqa: BLE001
+                pass
+        s.start()
+        have = {int(r[0]) for r in s.sql("SELECT k FROM life WHERE k > 100")}
+        assert acked <= have, f"acknowledged writes missing after the shutdown: {sorted(acked - have)[:5]}"
+        assert s.sql("SELECT v FROM life WHERE k = 50") == [("v50",)]
+
+
+def test_a_half_closed_connection_gets_every_reply_then_is_closed(srv):
+    """The client sends its requests and shuts down its sending side (EOF): everything it asked for
+    is still executed and answered, then the server closes."""
+    c = h.hs_open(srv.hs_port_wr, "rob_ins", "k,v")
+    assert c.request("P\t2\ttest\trob\tPRIMARY\tk,v\n") == b"0\t1\n"
+    reqs = b"".join(f"1\t+\t2\t{500000 + i}\thalf{i}\n2\t=\t1\t{i % 8 + 2}\n".encode() for i in range(200))
+    c.send(reqs)
+    c.sock.shutdown(socket.SHUT_WR)
+    replies = c.recv_lines(400, timeout=10)
+    assert replies[0::2] == [b"0\t1\n"] * 200
+    assert replies[1::2] == [f"0\t2\t{i % 8 + 2}\tv{i % 8 + 2}\n".encode() for i in range(200)]
+    assert h.wait_closed(c, 3.0) is not None, "the server did not close a half-closed connection"
+    c.close()
+    assert srv.sql("SELECT COUNT(*) FROM rob_ins WHERE k BETWEEN 500000 AND 500199") == [("200",)]
+
+
+def test_connections_over_tablesocket_max_connections_are_refused_with_an_error(request):
+    with h.private_server(request, "maxconn", ["--tablesocket-max-connections=50"]) as s:
+        _life_table(s)
+        conns = [h.hs_open(s.hs_port if i % 2 else s.hs_port_wr, "life", "k,v") for i in range(50)]
+        try:
+            for port in (s.hs_port, s.hs_port_wr):
+                extra = h.HSConn(port)
+                assert extra.recv_line(timeout=5) == b"1\t1\ttoomanyconnections\n"
+                assert h.wait_closed(extra, 2.0) is not None
+                extra.close()
+            assert h.status(s)["tablesocket_connections_rejected"] == 2
+            for c in conns[:10]:
+                c.close()
+            deadline = time.monotonic() + 5
+            while h.status(s)["tablesocket_connections"] > 40:
+                assert time.monotonic() < deadline, "closed connections still counted"
+                time.sleep(0.05)
+            more = [h.hs_open(s.hs_port, "life", "k,v") for _ in range(10)]
+            conns += more
+            for c in conns[10:]:
+                assert c.request("1\t=\t1\t5\n") == b"0\t2\t5\tv5\n"
+        finally:
+            for c in conns:
+                c.close()
+
+
+def test_kill_of_a_tablesocket_worker_thread_from_sql_does_not_stop_it(request):
+    with h.private_server(request, "kill") as s:
+        _life_table(s)
+        ids = [r[0] for r in s.sql("SELECT id FROM information_schema.processlist "
+                                   "WHERE state LIKE 'tablesocket worker%'", db=None)]
+        assert len(ids) == 2, ids
+        clients = [h.hs_open(s.hs_port_wr if i % 2 else s.hs_port, "life", "k,v") for i in range(4)]
+        try:
+            for stmt in ("KILL QUERY", "KILL", "KILL HARD", "KILL CONNECTION"):
+                for tid in ids:
+                    try:
+                        s.exec_sql(f"{stmt} {tid}", db=None)
+                    except Exception as e:  # noqa: BLE001  (refusing is fine too)
+                        print(f"{stmt} {tid}: {e}")
+                time.sleep(0.2)
+                for i, c in enumerate(clients):
+                    assert c.request("1\t=\t1\t3\n", timeout=5) == b"0\t2\t3\tv3\n", f"after {stmt}"
+                with h.hs_open(s.hs_port_wr, "life", "k,v") as c:
+                    assert c.request(f"1\t=\t1\t4\t1\t0\tU\t4\tafter {stmt}\n", timeout=5) == b"0\t1\t1\n"
+            assert s.running()
+            left = [r[0] for r in s.sql("SELECT id FROM information_schema.processlist "
+                                        "WHERE state LIKE 'tablesocket worker%'", db=None)]
+            assert sorted(left) == sorted(ids)
+        finally:
+            for c in clients:
+                c.close()
