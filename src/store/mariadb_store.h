@@ -100,7 +100,11 @@ class Mariadb_store final : public Store {
   Store_status failed_write(Table_slot &s, int handler_error);
   Store_status commit_failed();
   /* True (message in last_error_) when an insert leaves out a column that needs a value. */
-  bool missing_required_values(TABLE *t);
+  bool missing_required_values(TABLE *t, bool raise = true);
+  /* A unique key all of whose columns the current insert gives, or MAX_KEY. */
+  uint given_unique_key(TABLE *t) const;
+  Store_status update_existing(TABLE *t, const Open_index &idx, const Datum *values, uint32_t n,
+                               Insert_result *result);
   Store_status upsert_existing(TABLE *t, const Open_index &idx, const Datum *values, uint32_t n,
                                int dup_error, Insert_result *result);
   int modify_row(TABLE *t, const Open_index &idx, const Modify_request &mod);

@@ -55,7 +55,7 @@ Store_status Mariadb_store::begin_write(Table_slot &s, enum_sql_command command)
   return {};
 }
 
-bool Mariadb_store::missing_required_values(TABLE *t) {
+bool Mariadb_store::missing_required_values(TABLE *t, bool raise) {
   /* SQL's rule for INSERT: a NOT NULL column without a default that the request does not give is
      an error under strict sql_mode (ER_NO_DEFAULT_FOR_FIELD), otherwise it gets its type's
      implicit default. */
@@ -66,8 +66,10 @@ bool Mariadb_store::missing_required_values(TABLE *t) {
         f->real_type() == MYSQL_TYPE_ENUM)
       continue;
     if (thd_->abort_on_warning) {
-      my_error(ER_NO_DEFAULT_FOR_FIELD, MYF(0), f->field_name.str);
-      last_error_ = thd_->get_stmt_da()->message();
+      if (raise) {
+        my_error(ER_NO_DEFAULT_FOR_FIELD, MYF(0), f->field_name.str);
+        last_error_ = thd_->get_stmt_da()->message();
+      }
       return true;
     }
   }
@@ -162,13 +164,39 @@ Store_status Mariadb_store::insert(Open_index &idx, const Datum *values, uint32_
   int r = 0;
   for (uint32_t i = 0; i < n && !r; ++i)
     if (!store_value(t->field[idx.columns_[i]], values[i]).ok()) r = kBadValue;
-  if (!r && missing_required_values(t)) r = kBadValue;
+  bool updated_existing = false;
+  if (!r && missing_required_values(t, !upsert)) {
+    /* An upsert that leaves out a required column can still update: find the row through a
+       unique key whose columns it does give. Only inserting is impossible. */
+    r = kBadValue;
+    if (upsert) {
+      uint key_nr = given_unique_key(t);
+      int e = HA_ERR_KEY_NOT_FOUND;
+      if (key_nr < t->s->keys) {
+        KEY &uk = t->key_info[key_nr];
+        if (key_buf_.size() < uk.key_length + 8) key_buf_.resize(uk.key_length + 8);
+        key_copy(key_buf_.data(), t->record[0], &uk, 0);
+        e = h->ha_index_read_idx_map(t->record[1], key_nr, key_buf_.data(), HA_WHOLE_KEY, HA_READ_KEY_EXACT);
+      }
+      if (e == 0) {
+        t->next_number_field = nullptr;
+        result->has_insert_id = t->found_next_number_field != nullptr;
+        st = update_existing(t, idx, values, n, result);
+        r = st.ok() ? 0 : (st.errc == Store_errc::bad_value ? kBadValue : st.handler_error ? st.handler_error : HA_ERR_GENERIC);
+        updated_existing = true;
+      } else if (e != HA_ERR_KEY_NOT_FOUND && e != HA_ERR_END_OF_FILE) {
+        r = e;
+      } else {
+        missing_required_values(t, true);  // no such row: the insert it would need is refused
+      }
+    }
+  }
   if (!r && t->default_field && t->update_default_fields(false)) r = kBadValue;
   if (!r && t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) r = kBadValue;
   if (r == kBadValue && last_error_.empty() && thd_->get_stmt_da()->is_error())
     last_error_ = thd_->get_stmt_da()->message();
-  if (!r && t->versioned()) t->vers_update_fields();
-  if (!r) {
+  if (!r && !updated_existing && t->versioned()) t->vers_update_fields();
+  if (!r && !updated_existing) {
     if (upsert) h->extra(HA_EXTRA_INSERT_WITH_UPDATE);  // exclusive lock on a duplicate row
     r = h->ha_write_row(t->record[0]);
     result->has_insert_id = t->found_next_number_field != nullptr;
@@ -198,7 +226,25 @@ Store_status Mariadb_store::upsert_existing(TABLE *t, const Open_index &idx, con
   key_copy(key_buf_.data(), t->record[0], &k, 0);
   if (int e = h->ha_index_read_idx_map(t->record[1], key_nr, key_buf_.data(), HA_WHOLE_KEY, HA_READ_KEY_EXACT))
     return Store_status::of(Store_errc::handler_error, e);
-  /* The existing row with the given columns replaced; the others keep their values. */
+  return update_existing(t, idx, values, n, result);
+}
+
+uint Mariadb_store::given_unique_key(TABLE *t) const {
+  for (uint i = 0; i < t->s->keys; ++i) {
+    const KEY &k = t->key_info[i];
+    if (!(k.flags & HA_NOSAME)) continue;
+    bool all = true;
+    for (uint p = 0; p < k.user_defined_key_parts && all; ++p) all = k.key_part[p].field->has_explicit_value();
+    if (all) return i;
+  }
+  return MAX_KEY;
+}
+
+Store_status Mariadb_store::update_existing(TABLE *t, const Open_index &idx, const Datum *values, uint32_t n,
+                                            Insert_result *result) {
+  /* record[1] holds the existing row. The new row is that row with the given columns replaced;
+     the others keep their values. */
+  handler *h = t->file;
   restore_record(t, record[1]);
   t->reset_default_fields();
   for (uint32_t i = 0; i < n; ++i) {
