@@ -578,6 +578,19 @@ class TestUpsert:
         assert re.fullmatch(rb"0\t1\t\d+\n", reply)
         assert dump(server, t) == [("1", "x", "2"), ("2", "y", "1"), (reply[4:-1].decode(), "z", "3")]
 
+    def test_upsert_without_a_required_column_updates_through_a_given_unique_key(self, server, hs, make_table):
+        # id is NOT NULL without a default: an insert without it is refused under strict sql_mode,
+        # but an upsert that gives the unique key `name` can still update the existing row.
+        t = make_table("id int not null primary key, name varchar(10) not null, score int, unique key uk(name)",
+                       [(1, "carol", 1)])
+        w = hs(wr=True)
+        open_index(w, 1, t, "uk", "name,score")
+        assert w.request("1\t+=\t2\tcarol\t9\n") == b"0\t1\n"
+        assert dump(server, t) == [("1", "carol", "9")]
+        assert w.request("1\t+=\t2\tnobody\t9\n") == b"1\t1\tField 'id' doesn't have a default value\n"
+        assert w.request("1\t+\t2\tcarol\t9\n") == b"1\t1\tField 'id' doesn't have a default value\n"
+        assert dump(server, t) == [("1", "carol", "9")]
+
     def test_upsert_can_change_the_primary_key_through_a_unique_key(self, server, hs, make_table):
         t = make_table("id int primary key, a varchar(10), u int, unique key uu(u)", [(1, "a", 100)])
         w = hs(wr=True)
