@@ -1,0 +1,91 @@
+"""The plugin's life in the server: init failing cleanly, the query cache, status counters."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import ts_harness
+from tsserver import HSConn, ServerError, free_ports
+
+pytestmark = pytest.mark.tablesocket_only
+
+
+def test_a_listener_that_cannot_bind_fails_init_cleanly_and_the_server_keeps_serving_sql():
+    # 192.0.2.1 (TEST-NET-1) is not an address of this machine: bind() fails at once, nothing is sent.
+    srv = ts_harness.make_server("badbind", ["--tablesocket-address=192.0.2.1"], start_timeout=10)
+    try:
+        with pytest.raises(ServerError) as e:
+            srv.start()  # never "ready": the HandlerSocket ports do not exist
+        # mariadbd came up and answered SQL all along; only the plugin stayed out.
+        assert "sql=True" in str(e.value), "mariadbd itself must come up and answer SQL"
+        log = srv.log_path.read_text(errors="replace")
+        assert "tablesocket: not started: cannot bind hs listener to 192.0.2.1" in log
+        assert "registration as a DAEMON failed" in log
+        assert "got signal" not in log and "Assertion" not in log
+    finally:
+        srv.stop()
+
+
+def test_equal_listener_ports_are_refused_with_a_clear_message():
+    hs, hs_wr, sql = free_ports(3)
+    srv = ts_harness.make_server("sameport", [f"--tablesocket-hs-port-wr={hs}"], hs_port=hs, hs_port_wr=hs_wr,
+                                 sql_port=sql, start_timeout=10)
+    try:
+        with pytest.raises(ServerError) as e:
+            srv.start()
+        assert "sql=True" in str(e.value)
+        log = srv.log_path.read_text(errors="replace")
+        assert "tablesocket: not started: tablesocket_hs_port, tablesocket_hs_port_wr and " \
+               "tablesocket_mc_port must differ" in log
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def qc_server(request):
+    with ts_harness.private_server(request, "qcache", ["--query-cache-type=1", "--query-cache-size=4M"]) as srv:
+        yield srv
+
+
+def test_a_write_through_tablesocket_invalidates_the_query_cache(qc_server):
+    srv = qc_server
+    srv.exec_sql("CREATE TABLE IF NOT EXISTS test.qc (id INT PRIMARY KEY, v VARCHAR(10))")
+    srv.exec_sql("REPLACE INTO test.qc VALUES (1, 'old')")
+
+    def cached_select():
+        return srv.sql("SELECT SQL_CACHE v FROM qc WHERE id = 1")
+
+    assert cached_select() == [("old",)]
+    hits = ts_harness.status(srv, "Qcache_hits")["qcache_hits"]
+    assert cached_select() == [("old",)]
+    assert ts_harness.status(srv, "Qcache_hits")["qcache_hits"] == hits + 1, "the query cache is in use"
+    with HSConn(srv.hs_port_wr) as c:
+        assert c.request("P\t1\ttest\tqc\tPRIMARY\tid,v\n") == b"0\t1\n"
+        assert c.request("1\t=\t1\t1\t1\t0\tU\t1\tnew\n") == b"0\t1\t1\n"
+        assert cached_select() == [("new",)]  # a stale cached result would still say 'old'
+        assert c.request("1\t+\t2\t2\ttwo\n") == b"0\t1\n"
+    assert srv.sql("SELECT SQL_CACHE COUNT(*) FROM qc") == [("2",)]
+
+
+def test_status_variables_count_connections_requests_rows_errors_and_batches(server, make_table):
+    t = make_table("id INT PRIMARY KEY, v VARCHAR(10)", [(1, "a"), (2, "b"), (3, "c")])
+    before = ts_harness.status(server)
+    with HSConn(server.hs_port) as c:
+        assert c.request(f"P\t1\ttest\t{t}\tPRIMARY\tid,v\n") == b"0\t1\n"
+        assert c.request("1\t>=\t1\t1\t10\t0\n") == b"0\t2\t1\ta\t2\tb\t3\tc\n"
+        assert c.request("1\t=\t1\t2\n") == b"0\t2\t2\tb\n"
+        assert c.request("9\t=\t1\t2\n") == b"2\t1\tstmtnum\n"
+        during = ts_harness.status(server)
+    assert during["tablesocket_connections"] >= before["tablesocket_connections"] + 1
+    assert during["tablesocket_connections_total"] >= before["tablesocket_connections_total"] + 1
+    assert during["tablesocket_requests_open"] >= before["tablesocket_requests_open"] + 1
+    assert during["tablesocket_requests_find"] >= before["tablesocket_requests_find"] + 2
+    assert during["tablesocket_rows_read"] >= before["tablesocket_rows_read"] + 4
+    assert during["tablesocket_errors"] >= before["tablesocket_errors"] + 1
+    assert during["tablesocket_batches"] >= before["tablesocket_batches"] + 3
+    deadline = time.monotonic() + 5
+    while ts_harness.status(server)["tablesocket_connections"] > during["tablesocket_connections"] - 1:
+        assert time.monotonic() < deadline, "the closed connection is not counted down"
+        time.sleep(0.05)
