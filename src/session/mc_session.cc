@@ -235,6 +235,19 @@ Store_status Mc_session::write(Open_container &oc, Kv_request &kr, Kv_result *re
   return st;
 }
 
+void Mc_session::drop_refused_item(std::string_view key) {
+  std::string_view row_key;
+  Store_status st;
+  Open_container *oc = resolve(key, &row_key, &st);
+  if (!oc || row_key.empty()) return;
+  Kv_request kr;
+  kr.op = Kv_op::remove;
+  kr.key = Datum{row_key.data(), row_key.size()};
+  Kv_result res;
+  /* Best effort, like memcached's unlink: if the row is locked right now it simply stays. */
+  write(*oc, kr, &res);
+}
+
 Mc_session::Exec Mc_session::server_error(const Store_status &st, Byte_buffer &out, bool noreply) {
   if (st.errc == Store_errc::table_busy || st.errc == Store_errc::row_locked) {
     uint64_t now = monotonic_ms();
@@ -296,6 +309,11 @@ Session_outcome Mc_session::run(Byte_buffer &in, Byte_buffer &out, unsigned max_
         return Session_outcome::close;
       case mc::Mc_parse_status::error:
         counters_.add(counters_.errors);
+        if (pr.swallow && pr.error && std::strcmp(pr.error, "SERVER_ERROR object too large for cache") == 0 &&
+            (rq_.command == Mc_command::set || rq_.command == Mc_command::add || rq_.command == Mc_command::replace ||
+             rq_.command == Mc_command::append || rq_.command == Mc_command::prepend ||
+             rq_.command == Mc_command::cas || rq_.command == Mc_command::ms))
+          drop_refused_item(rq_.key());  // memcached unlinks the old item when a store is refused as too large
         if (pr.reply && pr.error) mc::encode_line(out, pr.error);
         in.consume(pr.consumed);
         swallow_ = pr.swallow;
@@ -464,6 +482,10 @@ Mc_session::Exec Mc_session::exec_store(const Mc_request &rq, Byte_buffer &out) 
   Store_status st;
   Open_container *oc = resolve(rq.key(), &row_key, &st);
   if (!oc) return server_error(st, out, rq.noreply);
+  if (row_key.empty()) {  // "@@name" without ".key"
+    if (!rq.noreply) mc::encode_client_error(out, "bad command line format");
+    return Exec::done;
+  }
   Kv_request kr = storage_request(rq, row_key);
   Kv_result res;
   st = write(*oc, kr, &res);
@@ -473,7 +495,7 @@ Mc_session::Exec Mc_session::exec_store(const Mc_request &rq, Byte_buffer &out) 
     case Kv_outcome::stored: mc::encode_reply(out, Mc_reply::stored); break;
     case Kv_outcome::not_stored: mc::encode_reply(out, Mc_reply::not_stored); break;
     case Kv_outcome::exists: mc::encode_reply(out, Mc_reply::exists); break;
-    case Kv_outcome::too_large: mc::encode_server_error(out, "out of memory storing object"); break;
+    case Kv_outcome::too_large: mc::encode_reply(out, Mc_reply::not_stored); break;  // as memcached 1.6
     default: mc::encode_reply(out, Mc_reply::not_found); break;
   }
   return Exec::done;
@@ -542,16 +564,31 @@ Mc_session::Exec Mc_session::exec_flush(const Mc_request &rq, Byte_buffer &out) 
     spec.table = oc->def.table;
     spec.index = oc->def.index;
     spec.columns = oc->def.expiry_column;
+    spec.filter_columns = oc->def.expiry_column;
     spec.for_write = true;
     st = store_.open_index(spec, exp_idx);
     if (!st.ok()) return server_error(st, out, rq.noreply);
+    /* Rows that never expire, or would expire later than the flush, expire at the flush; rows
+       due sooner (or already expired) keep their earlier expiry. */
     std::string when = std::to_string(absolute_expiry(rq.delay));
     Modify_request mr;
     mr.op = Modify_op::update;
     Datum v{when.data(), when.size()};
     mr.values = &v;
     mr.nvalues = 1;
+    Filter f;
+    f.type = Filter_type::skip;
+    f.column = 0;
+    fr.filters = &f;
+    fr.nfilters = 1;
+    f.op = Compare_op::eq;
+    f.value = Datum{"0", 1};
     st = store_.modify(exp_idx, fr, mr, sink, &n);
+    if (st.ok()) {
+      f.op = Compare_op::gt;
+      f.value = v;
+      st = store_.modify(exp_idx, fr, mr, sink, &n);
+    }
   } else {
     Modify_request mr;
     mr.op = Modify_op::remove;
@@ -640,14 +677,14 @@ Mc_session::Exec Mc_session::exec_ms(const Mc_request &rq, Byte_buffer &out) {
   Store_status st;
   Open_container *oc = resolve(rq.key(), &row_key, &st);
   if (!oc) return server_error(st, out, false);
+  if (row_key.empty()) {
+    mc::encode_client_error(out, "bad command line format");
+    return Exec::done;
+  }
   Kv_request kr = storage_request(rq, row_key);
   Kv_result res;
   st = write(*oc, kr, &res);
   if (!st.ok()) return server_error(st, out, false);
-  if (res.outcome == Kv_outcome::too_large) {
-    mc::encode_server_error(out, "out of memory storing object");
-    return Exec::done;
-  }
   mc::Mc_item_info info;
   info.cas = res.cas;
   Mc_meta_code code;
@@ -744,11 +781,11 @@ Mc_session::Exec Mc_session::exec_ma(const Mc_request &rq, Byte_buffer &out) {
   info.cas = res.cas;
   std::string v = std::to_string(res.number);
   info.size = uint32_t(v.size());
-  if (rq.meta.return_value) {
+  if (rq.noreply && !vivified) return Exec::done;  // q: a successful change is silent (memcached 1.6)
+  if (rq.meta.return_value)
     mc::encode_meta_value(out, rq, &info, v);
-  } else if (!(rq.noreply && !vivified)) {
+  else
     mc::encode_meta(out, Mc_meta_code::hd, rq, &info);
-  }
   return Exec::done;
 }
 

@@ -1,0 +1,1333 @@
+"""tablesocket's memcached front door: the text and meta protocol over InnoDB rows.
+
+Most protocol tests run twice: against tablesocket (the session server's memcached port, the
+'default' container = test.kv) and against a private memcached 1.6 from Debian's package
+("memcached-ref"), so every expected byte string is memcached's own. Tests of what only a table can
+do (SQL visibility, containers, range gets, the binary log, plugin options) run with tablesocket
+only. With TS_PLUGIN=handlersocket only the memcached-ref runs remain.
+
+Known tablesocket bugs are `tablesocket_bug` tests (strict xfail with tablesocket; they pass against
+memcached, which is what shows the expectation is right).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import itertools
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tsserver import MariaDBServer, ServerError  # noqa: E402
+from ts_mc import McConn, MemcachedRef, value_reply  # noqa: E402
+
+MEMCCAPABLE = shutil.which("memccapable") or "/usr/bin/memccapable"
+MEMCCP = shutil.which("memccp") or "/usr/bin/memccp"
+MEMCCAT = shutil.which("memccat") or "/usr/bin/memccat"
+
+TS_ONLY = pytest.mark.tablesocket_only("the memcached front door is tablesocket's")
+
+
+# --------------------------------------------------------------------------------------------------
+# fixtures
+
+
+@pytest.fixture(scope="module")
+def mc_ref():
+    if not MemcachedRef.available():
+        pytest.skip("memcached is not installed (the protocol reference)")
+    ref = MemcachedRef()
+    try:
+        ref.start()
+    except RuntimeError as e:
+        pytest.skip(str(e))
+    yield ref
+    ref.stop()
+
+
+class Target:
+    def __init__(self, name: str, port: int, server: MariaDBServer | None):
+        self.name, self.port, self.server = name, port, server
+
+    @property
+    def is_ts(self) -> bool:
+        return self.name == "tablesocket"
+
+
+def on_targets(bug: str | None = None):
+    """Run a test against tablesocket and memcached; `bug`: a known tablesocket bug breaks it there
+    (strict xfail for tablesocket only)."""
+    ts_marks = [TS_ONLY] + ([pytest.mark.tablesocket_bug(bug)] if bug else [])
+    return pytest.mark.parametrize("target", [pytest.param("tablesocket", marks=ts_marks), "memcached-ref"],
+                                   indirect=True)
+
+
+@pytest.fixture(params=[pytest.param("tablesocket", marks=TS_ONLY), "memcached-ref"])
+def target(request) -> Target:
+    if request.param == "tablesocket":
+        srv = request.getfixturevalue("server")
+        if not getattr(srv, "mc_port", None):
+            pytest.skip("the test server has no memcached port")
+        return Target("tablesocket", srv.mc_port, srv)
+    return Target("memcached-ref", request.getfixturevalue("mc_ref").port, None)
+
+
+@pytest.fixture
+def ts(server) -> MariaDBServer:
+    """The session server, for tablesocket-only tests."""
+    if not getattr(server, "mc_port", None):
+        pytest.skip("the test server has no memcached port")
+    return server
+
+
+class ConnFactory:
+    def __init__(self, port: int | None):
+        self.port = port
+        self.conns: list[McConn] = []
+
+    def __call__(self, port: int | None = None, **kw) -> McConn:
+        c = McConn(port or self.port, **kw)
+        self.conns.append(c)
+        return c
+
+    def close_all(self):
+        for c in self.conns:
+            c.close()
+        self.conns.clear()
+
+
+@pytest.fixture
+def mc(target):
+    """Raw connections to the target: mc() -> McConn."""
+    f = ConnFactory(target.port)
+    yield f
+    f.close_all()
+
+
+@pytest.fixture
+def tsmc(ts, make_table):
+    """Raw connections to tablesocket (closed before make_table drops its tables)."""
+    f = ConnFactory(ts.mc_port)
+    yield f
+    f.close_all()
+
+
+_seq = itertools.count(1)
+
+
+@pytest.fixture
+def key(request):
+    """key("name") -> a key unique to this test run (memcached-safe characters only)."""
+    base = re.sub(r"[^0-9A-Za-z_]", "_", request.node.name)[:40]
+    run = uuid.uuid4().hex[:6]
+
+    def make(name: str = "k") -> str:
+        return f"{base}:{run}:{next(_seq)}:{name}"
+    return make
+
+
+@pytest.fixture
+def containers(ts, tsmc):
+    """containers(name, table, key_col, value_cols, flags=..., cas=..., exp=...) adds a row to
+    innodb_memcache.containers (removed afterwards)."""
+    added: list[str] = []
+
+    def add(name, table, key_col, value_cols, flags="0", cas=None, exp=None, db="test", index="PRIMARY"):
+        ts.exec_sql("REPLACE INTO innodb_memcache.containers VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                    (name, db, table, key_col, value_cols, flags, cas, exp, index), db=None)
+        added.append(name)
+        return name
+    yield add
+    for name in added:
+        ts.exec_sql("DELETE FROM innodb_memcache.containers WHERE name = %s", (name,), db=None)
+
+
+def wait_for_container(c: McConn, name: str, timeout: float = 4.0) -> bytes:
+    """Poll `get @@name` until the container is known; returns the reply."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = c.get(f"@@{name}")
+        if r.startswith(b"VALUE"):
+            return r
+        if time.monotonic() > deadline:
+            raise AssertionError(f"container {name} not visible after {timeout}s: {r!r}")
+        time.sleep(0.1)
+
+
+def now() -> int:
+    return int(time.time())
+
+
+# --------------------------------------------------------------------------------------------------
+# standard tools
+
+
+def test_memccapable_ascii_suite_passes_in_full(target):
+    if not os.access(MEMCCAPABLE, os.X_OK):
+        pytest.skip("memccapable is not installed (libmemcached-tools)")
+    r = subprocess.run([MEMCCAPABLE, "-a", "-h", "127.0.0.1", "-p", str(target.port), "-t", "10"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout
+    assert "All tests passed" in r.stdout, r.stdout
+    assert "[FAIL]" not in r.stdout, r.stdout
+    assert len(re.findall(r"^ascii [a-z ]+\[pass\]$", r.stdout, re.M)) >= 27, r.stdout
+
+
+def _file_content(kind: str) -> bytes:
+    if kind == "binary":
+        return bytes(range(256)) * 8 + b"\r\nEND\r\n\x00" + os.urandom(1000)
+    if kind == "empty":
+        return b""
+    return os.urandom(900 * 1024)  # ~900 KB, under the 1 MiB item limit
+
+
+@pytest.mark.parametrize("kind", ["binary", "empty", "900k"])
+def test_memccp_then_memccat_round_trips_a_file_byte_exact(target, tmp_path, kind):
+    for tool in (MEMCCP, MEMCCAT):
+        if not os.access(tool, os.X_OK):
+            pytest.skip(f"{tool} is not installed (libmemcached-tools)")
+    name = f"f_{kind}_{uuid.uuid4().hex[:8]}"
+    src = tmp_path / "in" / name
+    src.parent.mkdir()
+    data = _file_content(kind)
+    src.write_bytes(data)
+    servers = f"--servers=127.0.0.1:{target.port}"
+    r = subprocess.run([MEMCCP, servers, str(src)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r
+    out = tmp_path / "out"
+    r = subprocess.run([MEMCCAT, servers, f"--file={out}", name], capture_output=True, timeout=60)
+    assert r.returncode == 0, r
+    got = out.read_bytes()
+    assert len(got) == len(data) and hashlib.sha256(got).digest() == hashlib.sha256(data).digest()
+    if target.is_ts:
+        rows = target.server.sql_bytes("SELECT v, flags FROM test.kv WHERE k = %s", (name.encode(),))
+        assert rows == [(data, b"0")]
+    r = subprocess.run([MEMCCAT, servers, name + "_missing"], capture_output=True, timeout=60)
+    assert r.returncode != 0
+
+
+# --------------------------------------------------------------------------------------------------
+# pymemcache
+
+
+@pytest.fixture
+def pmc(target):
+    from pymemcache.client.base import Client
+    clients = []
+
+    def make(**kw):
+        kw.setdefault("connect_timeout", 10)
+        kw.setdefault("timeout", 10)
+        c = Client(("127.0.0.1", target.port), **kw)
+        clients.append(c)
+        return c
+    yield make
+    for c in clients:
+        c.close()
+
+
+def test_pymemcache_default_noreply_writes_keep_replies_in_sync(pmc, key):
+    c = pmc()  # default_noreply=True: set/add/replace/append/prepend/delete/touch send "noreply"
+    ks = [key(f"n{i}") for i in range(50)]
+    for i, k in enumerate(ks):
+        assert c.set(k, b"v%d" % i) is True
+    # Commands that fail must stay silent too with noreply.
+    assert c.add(ks[0], b"dup") is True
+    assert c.replace(key("absent"), b"x") is True
+    assert c.append(key("absent2"), b"x") is True
+    assert c.prepend(ks[1], b"<") is True
+    assert c.append(ks[1], b">") is True
+    assert c.delete(key("absent3")) is True
+    assert c.touch(key("absent4"), 10) is True
+    assert c.delete(ks[2]) is True
+    got = c.get_many(ks)
+    want = {k: b"v%d" % i for i, k in enumerate(ks)}
+    want[ks[1]] = b"<v1>"
+    del want[ks[2]]
+    assert got == want
+    assert c.get(ks[0]) == b"v0"
+    assert re.fullmatch(rb"\d+\.\d+\.\d+\S*", c.version())
+
+
+def test_pymemcache_store_commands_report_their_outcome(pmc, key):
+    c = pmc(default_noreply=False)
+    k, missing = key(), key("missing")
+    assert c.add(k, b"1") is True
+    assert c.add(k, b"2") is False
+    assert c.replace(missing, b"x") is False
+    assert c.replace(k, b"3", flags=7) is True
+    assert c.append(k, b"4") is True
+    assert c.prepend(k, b"2") is True
+    assert c.append(missing, b"x") is False
+    assert c.prepend(missing, b"x") is False
+    assert c.get(k) == b"234"
+    assert c.raw_command(f"get {k}".encode(), b"END\r\n") == value_reply(k, b"234", 7)
+    assert c.get(missing) is None
+    assert c.get(missing, default=b"d") == b"d"
+    assert c.delete(k) is True
+    assert c.delete(k) is False
+
+
+def test_pymemcache_gets_and_cas(pmc, key):
+    c = pmc(default_noreply=False)
+    k = key()
+    assert c.gets(k) == (None, None)
+    assert c.cas(k, b"x", b"1") is None  # NOT_FOUND
+    c.set(k, b"first")
+    value, cas = c.gets(k)
+    assert value == b"first" and cas.isdigit()
+    assert c.cas(k, b"second", cas) is True
+    assert c.cas(k, b"third", cas) is False  # EXISTS: the CAS moved with the write
+    value2, cas2 = c.gets(k)
+    assert (value2, cas2 != cas) == (b"second", True)
+    assert c.cas(k, b"third", cas2) is True
+    assert c.get(k) == b"third"
+    many = c.gets_many([k, key("missing")])
+    assert list(many) == [k] and many[k][0] == b"third"
+
+
+def test_pymemcache_incr_decr(pmc, key):
+    from pymemcache.exceptions import MemcacheClientError
+    c = pmc(default_noreply=False)
+    k = key()
+    assert c.incr(k, 1) is None
+    assert c.decr(k, 1) is None
+    c.set(k, b"10")
+    assert c.incr(k, 5) == 15
+    assert c.decr(k, 20) == 0
+    assert c.incr(k, 2**64 - 1) == 2**64 - 1
+    assert c.incr(k, 2) == 1  # wraps at 2^64
+    assert c.incr(k, 1, noreply=True) is None
+    assert c.get(k).rstrip(b" ") == b"2"
+    c.set(k, b"abc")
+    with pytest.raises(MemcacheClientError, match="non-numeric"):
+        c.incr(k, 1)
+    assert c.get(k) == b"abc"  # the connection is still in step
+
+
+def test_pymemcache_delete_touch_flush_all(pmc, key):
+    c = pmc(default_noreply=False)
+    k1, k2 = key("a"), key("b")
+    c.set(k1, b"1")
+    c.set(k2, b"2")
+    assert c.touch(k1, 100) is True
+    assert c.touch(key("missing"), 100) is False
+    assert c.delete(k1) is True
+    assert c.get_many([k1, k2]) == {k2: b"2"}
+    assert c.flush_all() is True
+    assert c.get_many([k1, k2]) == {}
+    c.set(k1, b"x")
+    assert c.flush_all(noreply=True) is True
+    assert c.get(k1) is None
+
+
+def test_pymemcache_binary_values_and_250_byte_keys(pmc):
+    c = pmc(default_noreply=False)
+    every_byte = bytes(range(256))
+    values = [every_byte, every_byte * 64, b"\r\n", b"\r\nEND\r\n", b"\x00" * 10, b"", os.urandom(200_000)]
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&()*+,-./:;<=>?@[]^_`{|}~"
+    tag = uuid.uuid4().hex[:8]
+    keys = []
+    for i, v in enumerate(values):
+        base = f"bin{tag}{i}" + alphabet
+        k = (base * 4)[:250]
+        keys.append(k)
+        assert c.set(k, v) is True
+    assert c.get_many(keys) == dict(zip(keys, values))
+    # a 250-byte key with '@' at its start would be a range get in tablesocket; the middle is fine
+    from pymemcache.exceptions import MemcacheIllegalInputError
+    with pytest.raises(MemcacheIllegalInputError):
+        c.set("k" * 251, b"x")
+
+
+# --------------------------------------------------------------------------------------------------
+# raw protocol: classic commands
+
+
+def test_classic_store_commands_answer_stored_not_stored_exists_not_found(mc, key):
+    c = mc()
+    k, m = key(), key("missing")
+    c.request(f"add {k} 1 0 3\r\nabc\r\n", b"STORED\r\n")
+    c.request(f"add {k} 1 0 3\r\nxyz\r\n", b"NOT_STORED\r\n")
+    c.request(f"replace {m} 0 0 1\r\nz\r\n", b"NOT_STORED\r\n")
+    c.request(f"replace {k} 2 0 3\r\ndef\r\n", b"STORED\r\n")
+    c.request(f"append {k} 9 0 2\r\ngh\r\n", b"STORED\r\n")    # append/prepend keep the flags
+    c.request(f"prepend {k} 9 0 2\r\nab\r\n", b"STORED\r\n")
+    c.request(f"append {m} 0 0 1\r\nz\r\n", b"NOT_STORED\r\n")
+    c.request(f"prepend {m} 0 0 1\r\nz\r\n", b"NOT_STORED\r\n")
+    c.request(f"get {k} {m} {k}\r\n",
+              value_reply(k, b"abdefgh", 2) + value_reply(k, b"abdefgh", 2) + b"END\r\n")
+    c.request(f"get {m}\r\n", b"END\r\n")
+    cas = c.gets_cas(k)
+    c.request(f"cas {k} 3 0 1 {cas + 1}\r\nq\r\n", b"EXISTS\r\n")
+    c.request(f"cas {m} 3 0 1 {cas}\r\nq\r\n", b"NOT_FOUND\r\n")
+    c.request(f"cas {k} 3 0 1 {cas}\r\nq\r\n", b"STORED\r\n")
+    c.request(f"cas {k} 4 0 1 {cas}\r\nr\r\n", b"EXISTS\r\n")  # the store moved the CAS
+    cas2 = c.gets_cas(k)
+    assert cas2 != cas
+    c.request(f"gets {k}\r\n", value_reply(k, b"q", 3, cas2) + b"END\r\n")
+    c.request(f"set {k} 5 0 0\r\n\r\n", b"STORED\r\n")
+    c.request(f"get {k}\r\n", value_reply(k, b"", 5) + b"END\r\n")
+    c.request(f"touch {k} 0\r\n", b"TOUCHED\r\n")
+    c.request(f"touch {m} 0\r\n", b"NOT_FOUND\r\n")
+    c.request(f"delete {k}\r\n", b"DELETED\r\n")
+    c.request(f"delete {k}\r\n", b"NOT_FOUND\r\n")
+    c.request(f"delete {k} 0\r\n", b"NOT_FOUND\r\n")
+    c.request(f"delete {k} 5\r\n",
+              b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n")
+    c.request(f"get {k}\r\n", b"END\r\n")
+    c.request("verbosity 1\r\n", b"OK\r\n")
+    c.send("version\r\n")
+    assert re.fullmatch(rb"VERSION 1\.6\.\d+\r\n", c.recv_line())
+    c.request("bogus\r\n", b"ERROR\r\n")
+    c.request("\r\n", b"ERROR\r\n")
+    c.assert_silent()
+
+
+def test_incr_wraps_at_2_64_and_decr_stops_at_zero(mc, key):
+    c = mc()
+    k, m = key(), key("missing")
+    c.set(k, b"18446744073709551615")
+    c.request(f"incr {k} 1\r\n", b"0\r\n")
+    c.request(f"incr {k} 5\r\n", b"5\r\n")
+    c.request(f"decr {k} 100\r\n", b"0\r\n")
+    c.request(f"incr {k} 18446744073709551615\r\n", b"18446744073709551615\r\n")
+    c.request(f"incr {k} 18446744073709551615\r\n", b"18446744073709551614\r\n")
+    c.request(f"decr {k} 18446744073709551614\r\n", b"0\r\n")
+    c.set(k, b"10")
+    c.request(f"decr {k} 3\r\n", b"7\r\n")
+    c.request(f"incr {m} 1\r\n", b"NOT_FOUND\r\n")
+    c.request(f"decr {m} 1\r\n", b"NOT_FOUND\r\n")
+    c.request(f"incr {k} 18446744073709551616\r\n", b"CLIENT_ERROR invalid numeric delta argument\r\n")
+    c.request(f"incr {k} abc\r\n", b"CLIENT_ERROR invalid numeric delta argument\r\n")
+    c.request(f"decr {k} -1\r\n", b"CLIENT_ERROR invalid numeric delta argument\r\n")
+    # memcached pads a shrunk number with spaces in place ("7 "); the number is what counts
+    r = c.get(k)
+    m_ = re.fullmatch(rb"VALUE (\S+) 0 (\d+)\r\n(.*)\r\nEND\r\n", r, re.S)
+    assert m_ and m_.group(3).rstrip(b" ") == b"7", r
+
+
+def test_incr_of_a_non_numeric_value_is_a_client_error(mc, key):
+    c = mc()
+    k = key()
+    for v in (b"abc", b"12a", b"", b"-5", b"1" * 21):
+        c.set(k, v)
+        c.request(f"incr {k} 1\r\n", b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n")
+        c.request(f"decr {k} 1\r\n", b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n")
+        c.request(f"get {k}\r\n", value_reply(k, v) + b"END\r\n")
+
+
+def test_noreply_commands_never_answer_even_when_they_fail(mc, key):
+    c = mc()
+    k, n, m = key("k"), key("n"), key("missing")
+    pipeline = (
+        f"set {k} 0 0 1 noreply\r\na\r\n"
+        f"add {k} 0 0 1 noreply\r\nX\r\n"              # NOT_STORED, silenced
+        f"replace {m} 0 0 1 noreply\r\nX\r\n"          # NOT_STORED, silenced
+        f"append {k} 0 0 1 noreply\r\nb\r\n"
+        f"prepend {k} 0 0 1 noreply\r\nc\r\n"
+        f"cas {k} 0 0 1 18446744073709551615 noreply\r\nX\r\n"  # EXISTS, silenced
+        f"cas {m} 0 0 1 18446744073709551615 noreply\r\nX\r\n"  # NOT_FOUND, silenced
+        f"incr {k} 1 noreply\r\n"                      # non-numeric CLIENT_ERROR, silenced
+        f"set {n} 0 0 1 noreply\r\n5\r\n"
+        f"incr {n} 3 noreply\r\n"
+        f"decr {n} 1 noreply\r\n"
+        f"incr {m} 1 noreply\r\n"
+        f"delete {m} noreply\r\n"
+        f"touch {k} 100 noreply\r\n"
+        f"touch {m} 100 noreply\r\n"
+        f"set {k}x 0 0 x noreply\r\n"                  # bad command line format, silenced (no data)
+        "verbosity 1 noreply\r\n"
+        f"mg {m} v q\r\n"                              # meta q: EN silenced
+        f"ms {n}m 1 q\r\nz\r\n"                        # HD silenced
+        f"md {n}m q\r\n"                               # HD silenced
+        f"ma {n} q\r\n"                                # HD silenced
+    )
+    c.send(pipeline.encode() * 3)  # many, in one write
+    c.send(b"mn\r\n")
+    c.expect(b"MN\r\n")
+    c.send(b"version\r\n")
+    assert c.recv_line().startswith(b"VERSION ")
+    c.request(f"get {k} {n}\r\n", value_reply(k, b"cab") + value_reply(n, b"8") + b"END\r\n")
+    c.assert_silent()
+
+
+def test_a_too_large_value_is_refused_and_its_data_skipped(mc, key):
+    c = mc()
+    k = key()
+    big = b"x" * 2_000_000
+    c.send(b"set %s 0 0 2000000\r\n%s\r\nversion\r\n" % (k.encode(), big))
+    c.expect(b"SERVER_ERROR object too large for cache\r\n")
+    assert c.recv_line().startswith(b"VERSION ")
+    c.send(b"set %s 0 0 2000000 noreply\r\n%s\r\nmn\r\n" % (k.encode(), big))
+    c.expect(b"MN\r\n")
+    c.send(b"ms %s 2000000 q\r\n%s\r\nmn\r\n" % (k.encode(), big))
+    c.expect(b"SERVER_ERROR object too large for cache\r\nMN\r\n")
+    c.request(f"get {k}\r\n", b"END\r\n")
+    c.set(k, b"small")  # still in step
+    c.request(f"get {k}\r\n", value_reply(k, b"small") + b"END\r\n")
+    c.assert_silent()
+
+
+@on_targets()
+def test_a_too_large_set_removes_the_old_item(mc, key):
+    c = mc()
+    k, k2 = key("set"), key("ms")
+    c.set(k, b"old")
+    c.set(k2, b"old")
+    big = b"x" * 2_000_000
+    c.send(b"set %s 0 0 2000000\r\n%s\r\n" % (k.encode(), big))
+    c.expect(b"SERVER_ERROR object too large for cache\r\n")
+    c.send(b"ms %s 2000000\r\n%s\r\n" % (k2.encode(), big))
+    c.expect(b"SERVER_ERROR object too large for cache\r\n")
+    c.request(f"get {k} {k2}\r\n", b"END\r\n")
+
+
+def test_a_bad_data_chunk_is_a_client_error_and_stores_nothing(mc, key):
+    c = mc()
+    k = key()
+    c.set(k, b"old")
+    # 5 bytes where 3 were announced: the 3 + CRLF slot holds "abcde"; memcached then reads the
+    # CRLF left over as an empty command line (ERROR).
+    c.send(f"set {k} 0 0 3\r\nabcde\r\n")
+    c.expect(b"CLIENT_ERROR bad data chunk\r\nERROR\r\n")
+    c.request(f"get {k}\r\n", value_reply(k, b"old") + b"END\r\n")
+    c.send(f"ms {k} 3\r\nabcde\r\n")
+    c.expect(b"CLIENT_ERROR bad data chunk\r\nERROR\r\n")
+    c.request(f"get {k}\r\n", value_reply(k, b"old") + b"END\r\n")
+    c.assert_silent()
+
+
+def test_keys_up_to_250_bytes(mc):
+    c = mc()
+    k = ("K" + uuid.uuid4().hex) * 10
+    k250, k251 = k[:250], k[:251]
+    c.set(k250, b"v")
+    c.request(f"get {k250}\r\n", value_reply(k250, b"v") + b"END\r\n")
+    c.request(f"mg {k250} v\r\n", b"VA 1\r\nv\r\n")
+    # too long: the line is an error, and its data block is then just a bad command (ERROR)
+    c.request(f"set {k251} 0 0 1\r\nv\r\n", b"CLIENT_ERROR bad command line format\r\nERROR\r\n")
+    c.request(f"get {k251}\r\n", b"CLIENT_ERROR bad command line format\r\n")
+    c.request(f"delete {k250}\r\n", b"DELETED\r\n")
+    c.assert_silent()
+
+
+def test_a_multiget_line_may_be_longer_than_2048_bytes(mc, key):
+    c = mc()
+    keys = [key(f"{i:03d}") + "y" * 150 for i in range(300)]
+    c.set(keys[7], b"seven")
+    c.set(keys[299], b"last")
+    c.request(f"get {' '.join(keys)}\r\n",
+              value_reply(keys[7], b"seven") + value_reply(keys[299], b"last") + b"END\r\n")
+
+
+def test_a_command_line_over_2048_bytes_without_lf_closes_the_connection(mc):
+    c = mc()
+    c.send(b"set " + b"x" * 3000)
+    assert c.closed_by_peer() == b""
+
+
+def test_binary_values_with_every_byte_value_round_trip(mc, key):
+    c = mc()
+    k = key()
+    v = bytes(range(256)) * 4 + b"\r\nEND\r\nVALUE x 0 1\r\n"
+    c.request(b"set %s 123 0 %d\r\n%s\r\n" % (k.encode(), len(v), v), b"STORED\r\n")
+    c.request(f"get {k}\r\n", value_reply(k, v, 123) + b"END\r\n")
+    c.request(f"mg {k} v f s\r\n", b"VA %d f123 s%d\r\n%s\r\n" % (len(v), len(v), v))
+
+
+def test_quit_closes_the_connection(mc):
+    c = mc()
+    c.send(b"version\r\nquit\r\nversion\r\n")
+    rest = c.closed_by_peer()
+    assert rest is not None, "connection still open after quit"
+    assert re.fullmatch(rb"VERSION \S+\r\n", rest), rest
+
+
+def test_gat_and_gats_return_and_touch(mc, key):
+    c = mc()
+    k, m = key(), key("missing")
+    c.set(k, b"g", flags=4, exptime=100)
+    c.request(f"gat 0 {k} {m}\r\n", value_reply(k, b"g", 4) + b"END\r\n")
+    cas = c.gets_cas(k)
+    c.request(f"gats 1000 {k}\r\n", value_reply(k, b"g", 4, cas) + b"END\r\n")
+    c.send(f"mg {k} t\r\n")
+    t = int(re.fullmatch(rb"HD t(\d+)\r\n", c.recv_line()).group(1))
+    assert 995 <= t <= 1002
+    c.request("gat 0\r\n", b"END\r\n")
+    c.request("gat\r\n", b"ERROR\r\n")
+
+
+# --------------------------------------------------------------------------------------------------
+# raw protocol: meta commands
+
+
+def test_mn_answers_mn(mc):
+    c = mc()
+    c.request("mn\r\n", b"MN\r\n")
+    c.request("mn\r\nmn\r\n", b"MN\r\nMN\r\n")
+
+
+def test_mg_flags(mc, key):
+    c = mc()
+    k, m = key(), key("missing")
+    c.request(f"mg {m} v\r\n", b"EN\r\n")
+    c.request(f"mg {m} v k O123\r\n", f"EN k{m} O123\r\n".encode())
+    c.request(f"mg {m} v q\r\nmn\r\n", b"MN\r\n")
+    c.request(f"ms {k} 2 F7 T0\r\nhi\r\n", b"HD\r\n")
+    cas = c.gets_cas(k)
+    c.request(f"mg {k}\r\n", b"HD\r\n")
+    c.request(f"mg {k} v\r\n", b"VA 2\r\nhi\r\n")
+    c.request(f"mg {k} s v f t c k Oab q\r\n", f"VA 2 s2 f7 t-1 c{cas} k{k} Oab\r\nhi\r\n".encode())
+    c.request(f"mg {k} k f c\r\n", f"HD k{k} f7 c{cas}\r\n".encode())
+    c.request(f"mg {k} q k\r\nmn\r\n", f"HD k{k}\r\nMN\r\n".encode())  # q hides only a miss
+    # T updates the TTL; t reports the remaining seconds
+    c.send(f"mg {k} T300 t\r\n")
+    t = int(re.fullmatch(rb"HD t(\d+)\r\n", c.recv_line()).group(1))
+    assert 295 <= t <= 302
+    c.send(f"mg {k} t v\r\n")
+    m_ = re.fullmatch(rb"VA 2 t(\d+)\r\nhi\r\n", c.recv_until())
+    assert m_ and 295 <= int(m_.group(1)) <= 302
+    c.request(f"mg {k} c\r\n", f"HD c{cas}\r\n".encode())  # touching keeps the CAS
+    c.request(f"mg {k} zz\r\n", b"CLIENT_ERROR invalid flag\r\n")
+    c.assert_silent()
+
+
+def test_ms_modes_and_flags(mc, key):
+    c = mc()
+    k, m = key(), key("missing")
+    c.request(f"ms {k} 2 ME\r\nhi\r\n", b"HD\r\n")           # E: add
+    c.request(f"ms {k} 2 ME\r\nho\r\n", b"NS\r\n")
+    c.request(f"ms {k} 1 MA\r\nA\r\n", b"HD\r\n")            # A: append
+    c.request(f"ms {k} 1 MP\r\nP\r\n", b"HD\r\n")            # P: prepend
+    c.request(f"mg {k} v\r\n", b"VA 4\r\nPhiA\r\n")
+    c.request(f"ms {m} 1 MA\r\nx\r\n", b"NS\r\n")
+    c.request(f"ms {m} 1 MP\r\nx\r\n", b"NS\r\n")
+    c.request(f"ms {m} 1 MR\r\nx\r\n", b"NS\r\n")            # R: replace
+    c.request(f"ms {k} 1 MR F9\r\nR\r\n", b"HD\r\n")
+    c.request(f"ms {k} 1 MS F3 T0\r\nS\r\n", b"HD\r\n")      # S: set
+    c.request(f"mg {k} v f\r\n", b"VA 1 f3\r\nS\r\n")
+    c.request(f"mg {m} v\r\n", b"EN\r\n")
+    # C: compare and swap
+    cas = c.gets_cas(k)
+    c.request(f"ms {k} 1 C{cas + 1}\r\nX\r\n", b"EX\r\n")
+    c.request(f"ms {m} 1 C{cas}\r\nX\r\n", b"NF\r\n")
+    c.send(f"ms {k} 1 C{cas} c\r\nY\r\n")
+    new = int(re.fullmatch(rb"HD c(\d+)\r\n", c.recv_line()).group(1))
+    assert new != cas
+    c.request(f"mg {k} c v\r\n", f"VA 1 c{new}\r\nY\r\n".encode())
+    # T: TTL; q: HD hidden, NS shown; k and O echoed
+    c.request(f"ms {k} 1 T500 q\r\nT\r\nmn\r\n", b"MN\r\n")
+    c.send(f"mg {k} t v\r\n")
+    m_ = re.fullmatch(rb"VA 1 t(\d+)\r\nT\r\n", c.recv_until())
+    assert m_ and 495 <= int(m_.group(1)) <= 502
+    c.request(f"ms {k} 1 ME q k O77\r\nE\r\n", f"NS k{k} O77\r\n".encode())
+    c.request(f"ms {k} 1 k O77\r\nE\r\n", f"HD k{k} O77\r\n".encode())
+    # I (invalidate) without C changes nothing about a plain set
+    c.request(f"ms {k} 1 I\r\nI\r\n", b"HD\r\n")
+    c.request(f"mg {k} v\r\n", b"VA 1\r\nI\r\n")
+    c.request(f"ms {k} 1 MX\r\nZ\r\n", b"CLIENT_ERROR invalid mode for ms M token\r\n")
+    c.request(f"ms {k} 1 F-1\r\nZ\r\n", b"CLIENT_ERROR bad command line format\r\n")
+    c.request(f"mg {k} v\r\n", b"VA 1\r\nI\r\n")
+    c.assert_silent()
+
+
+@on_targets(bug="ms with I and an older C CAS answers EX; memcached stores the value and "
+                             "marks the item stale (HD, then mg shows X W)")
+def test_ms_invalidate_with_an_older_cas_stores_a_stale_item(mc, key):
+    c = mc()
+    k = key()
+    c.request(f"ms {k} 1\r\n1\r\n", b"HD\r\n")
+    cas = c.gets_cas(k)
+    c.request(f"ms {k} 1 I C{cas - 1}\r\n2\r\n", b"HD\r\n")
+    c.send(f"mg {k} v\r\n")
+    assert re.fullmatch(rb"VA 1 X W\r\n2\r\n", c.recv_until())
+
+
+@on_targets(bug="mg N<ttl> (autovivify on miss) is parsed but ignored: tablesocket answers EN and creates "
+                "nothing; memcached creates an empty item and answers 'VA 0 ... W' (the win token), then Z")
+def test_mg_autovivify_creates_the_missing_item(mc, key):
+    c = mc()
+    k = key()
+    c.send(f"mg {k} N30 v t\r\n")
+    assert re.fullmatch(rb"VA 0 t30 W\r\n\r\n", c.recv_until())
+    c.send(f"mg {k} N30 v\r\n")
+    assert re.fullmatch(rb"VA 0 Z\r\n\r\n", c.recv_until())
+
+
+def test_md_with_q_and_c(mc, key):
+    c = mc()
+    k, m = key(), key("missing")
+    c.request(f"md {m}\r\n", b"NF\r\n")
+    c.request(f"md {m} q\r\n", b"NF\r\n")                   # q hides HD only
+    c.request(f"md {m} k O5\r\n", f"NF k{m} O5\r\n".encode())
+    c.set(k, b"v")
+    cas = c.gets_cas(k)
+    c.request(f"md {k} C{cas + 1}\r\n", b"EX\r\n")
+    c.request(f"get {k}\r\n", value_reply(k, b"v") + b"END\r\n")
+    c.request(f"md {k} C{cas} k\r\n", f"HD k{k}\r\n".encode())
+    c.request(f"md {k} C{cas}\r\n", b"NF\r\n")
+    c.set(k, b"v")
+    c.request(f"md {k} q\r\nmn\r\n", b"MN\r\n")
+    c.request(f"get {k}\r\n", b"END\r\n")
+    c.assert_silent()
+
+
+def test_ma_modes_autovivify_and_value(mc, key):
+    c = mc()
+    k, m, v = key(), key("missing"), key("vivify")
+    c.request(f"ma {m}\r\n", b"NF\r\n")
+    c.request(f"ma {m} q\r\n", b"NF\r\n")
+    c.request(f"ma {v} N0 J13 v\r\n", b"VA 2\r\n13\r\n")       # created with J, delta not applied
+    c.request(f"ma {v} N0 J13 v\r\n", b"VA 2\r\n14\r\n")
+    c.request(f"ma {v} MD D20 v\r\n", b"VA 1\r\n0\r\n")        # decrement stops at 0
+    c.request(f"ma {v} M+ D5 v\r\n", b"VA 1\r\n5\r\n")
+    c.request(f"ma {v} MI v\r\n", b"VA 1\r\n6\r\n")
+    c.request(f"ma {v} M- D2 v\r\n", b"VA 1\r\n4\r\n")
+    c.request(f"ma {v} Md D1 v\r\n", b"CLIENT_ERROR invalid mode for ma M token\r\n")
+    c.request(f"ma {v}\r\n", b"HD\r\n")
+    c.request(f"ma {v} q\r\nmn\r\n", b"MN\r\n")
+    c.request(f"ma {v} D0 v\r\n", b"VA 1\r\n6\r\n")  # (mg would show memcached's space padding)
+    c.request(f"ma {v} D18446744073709551615 v\r\n", b"VA 1\r\n5\r\n")  # wraps
+    c.send(f"ma {v} t c v\r\n")
+    m_ = re.fullmatch(rb"VA 1 t-1 c(\d+)\r\n6\r\n", c.recv_until())
+    assert m_, "ma t c"
+    c.request(f"mg {v} c\r\n", b"HD c%s\r\n" % m_.group(1))
+    c.set(k, b"nan")
+    c.request(f"ma {k}\r\n", b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n")
+    c.request(f"ma {k} MX\r\n", b"CLIENT_ERROR invalid mode for ma M token\r\n")
+    c.request(f"ma {k} Dx\r\n", b"CLIENT_ERROR invalid or duplicate flag\r\n")
+    c.request(f"ma {m} N0 q\r\n", b"HD\r\n")                    # an autovivified item answers
+    c.request(f"mg {m} v\r\n", b"VA 1\r\n0\r\n")
+    c.assert_silent()
+
+
+@on_targets()
+def test_ma_q_with_v_is_silent_on_success(mc, key):
+    c = mc()
+    k = key()
+    c.set(k, b"10")
+    c.request(f"ma {k} q v\r\nmn\r\n", b"MN\r\n")
+    c.request(f"mg {k} v\r\n", b"VA 2\r\n11\r\n")
+
+
+def test_ma_autovivify_returns_the_items_cas(mc, key):
+    c = mc()
+    k = key()
+    c.send(f"ma {k} N0 J7 c v\r\n")
+    m_ = re.fullmatch(rb"VA 1 c(\d+)\r\n7\r\n", c.recv_until())
+    assert m_
+    c.request(f"mg {k} c\r\n", b"HD c%s\r\n" % m_.group(1))
+
+
+def test_meta_base64_keys_address_binary_keys(target, mc):
+    c = mc()
+    raw = b"bin key\x00\xff:" + uuid.uuid4().hex[:8].encode()
+    b64 = base64.b64encode(raw).decode()
+    c.request(f"ms {b64} 2 b F3\r\nhi\r\n", b"HD\r\n")
+    c.send(f"mg {b64} b v k f c\r\n")
+    assert re.fullmatch(rb"VA 2 k%s b f3 c\d+\r\nhi\r\n" % re.escape(b64.encode()), c.recv_until())
+    c.request(f"ma {b64} b\r\n", b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n")
+    if target.is_ts:
+        assert target.server.sql_bytes("SELECT v, flags FROM test.kv WHERE k = %s", (raw,)) == [(b"hi", b"3")]
+    c.request(f"md {b64} b q\r\nmg {b64} b k\r\n", f"EN k{b64} b\r\n".encode())
+    c.request(f"mg {b64}x b v\r\n", b"CLIENT_ERROR error decoding key\r\n")
+
+
+def test_concurrent_incr_and_add_from_many_connections_lose_nothing(mc, key):
+    import threading
+    k, a = key("counter"), key("add")
+    c0 = mc()
+    c0.set(k, b"0")
+    conns = [mc() for _ in range(8)]
+    per_conn = 200
+    results: list[list[int]] = [[] for _ in conns]
+    add_replies: list[bytes] = [b""] * len(conns)
+    errors: list[BaseException] = []
+
+    def work(i: int, c: McConn):
+        try:
+            c.send(f"add {a} 0 0 1\r\n{i}\r\n")
+            add_replies[i] = c.recv_line()
+            for start in range(0, per_conn, 50):
+                c.send(f"incr {k} 1\r\n" * 50)
+                results[i] += [int(c.recv_line()) for _ in range(50)]
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(i, c)) for i, c in enumerate(conns)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    every = sorted(v for r in results for v in r)
+    assert every == list(range(1, len(conns) * per_conn + 1))  # each increment seen exactly once
+    c0.request(f"get {k}\r\n", value_reply(k, str(len(conns) * per_conn).encode()) + b"END\r\n")
+    assert sorted(add_replies) == [b"NOT_STORED\r\n"] * (len(conns) - 1) + [b"STORED\r\n"]
+
+
+def test_stats_lists_stat_lines_then_end(mc):
+    c = mc()
+    c.send("stats\r\n")
+    r = c.recv_until()
+    lines = r.split(b"\r\n")
+    assert lines[-2:] == [b"END", b""]
+    stats = {}
+    for line in lines[:-2]:
+        m = re.fullmatch(rb"STAT (\S+) (.+)", line)
+        assert m, line
+        stats[m.group(1)] = m.group(2)
+    for name in (b"pid", b"time", b"version", b"curr_connections", b"total_connections"):
+        assert name in stats, stats
+    assert abs(int(stats[b"time"]) - now()) <= 5
+    c.send("stats settings\r\n")
+    assert c.recv_until().endswith(b"END\r\n")
+    c.request("stats reset\r\n", b"RESET\r\n")
+
+
+@on_targets(bug="stats shows the counters of the worker thread that serves the connection: "
+                "curr_connections misses the other workers' connections, total_connections stays 0")
+def test_stats_counts_every_connection(target, mc):
+    others = [mc() for _ in range(6)]
+    for o in others:
+        o.request("mn\r\n", b"MN\r\n")
+    c = mc()
+    c.send("stats\r\n")
+    stats = dict(re.findall(rb"STAT (\S+) (\S+)\r\n", c.recv_until()))
+    assert int(stats[b"curr_connections"]) >= len(others) + 1, stats
+    assert int(stats[b"total_connections"]) >= int(stats[b"curr_connections"]), stats
+
+
+# --------------------------------------------------------------------------------------------------
+# expiry
+
+
+def test_items_expire_unless_touch_or_gat_extends_them(mc, key):
+    c = mc()
+    short, touched, gat, mgt, absolute = key("short"), key("touched"), key("gat"), key("mgT"), key("abs")
+    for k in (short, touched, gat, mgt):
+        c.set(k, b"v", exptime=1)
+    c.set(absolute, b"v", exptime=now() + 1)  # > 30 days: a unix time
+    c.request(f"get {short}\r\n", value_reply(short, b"v") + b"END\r\n")
+    c.request(f"touch {touched} 100\r\n", b"TOUCHED\r\n")
+    c.request(f"gat 100 {gat}\r\n", value_reply(gat, b"v") + b"END\r\n")
+    c.request(f"mg {mgt} T100\r\n", b"HD\r\n")
+    time.sleep(2.2)
+    c.request(f"get {short} {absolute}\r\n", b"END\r\n")
+    c.request(f"mg {short} v\r\n", b"EN\r\n")
+    c.request(f"touch {short} 100\r\n", b"NOT_FOUND\r\n")
+    c.request(f"incr {short} 1\r\n", b"NOT_FOUND\r\n")
+    c.request(f"append {short} 0 0 1\r\nx\r\n", b"NOT_STORED\r\n")
+    c.request(f"add {short} 0 0 1\r\nn\r\n", b"STORED\r\n")     # an expired item is absent
+    c.request(f"get {short} {touched} {gat} {mgt}\r\n",
+              value_reply(short, b"n") + value_reply(touched, b"v") + value_reply(gat, b"v")
+              + value_reply(mgt, b"v") + b"END\r\n")
+
+
+def test_a_negative_exptime_is_an_immediate_miss(mc, key):
+    c = mc()
+    k, k2 = key(), key("ms")
+    c.request(f"set {k} 0 -1 1\r\nv\r\n", b"STORED\r\n")
+    c.request(f"get {k}\r\n", b"END\r\n")
+    c.request(f"gets {k}\r\n", b"END\r\n")
+    c.request(f"replace {k} 0 0 1\r\nr\r\n", b"NOT_STORED\r\n")
+    c.request(f"delete {k}\r\n", b"NOT_FOUND\r\n")
+    c.request(f"ms {k2} 1 T-1\r\nv\r\n", b"HD\r\n")
+    c.request(f"mg {k2} v\r\n", b"EN\r\n")
+    c.set(k, b"v")
+    c.request(f"touch {k} -1\r\n", b"TOUCHED\r\n")
+    c.request(f"get {k}\r\n", b"END\r\n")
+
+
+def test_an_exptime_over_30_days_is_a_unix_time(mc, key):
+    c = mc()
+    rel, abs_past, abs_future = key("rel"), key("past"), key("future")
+    c.set(rel, b"r", exptime=30 * 24 * 3600)          # the largest relative exptime
+    c.set(abs_past, b"p", exptime=30 * 24 * 3600 + 1)  # a unix time in 1970: already expired
+    c.set(abs_future, b"f", exptime=now() + 3600)
+    c.request(f"get {rel} {abs_past} {abs_future}\r\n", value_reply(rel, b"r") + value_reply(abs_future, b"f")
+              + b"END\r\n")
+    c.send(f"mg {rel} t\r\nmg {abs_future} t\r\n")
+    t1 = int(re.fullmatch(rb"HD t(\d+)\r\n", c.recv_line()).group(1))
+    t2 = int(re.fullmatch(rb"HD t(\d+)\r\n", c.recv_line()).group(1))
+    # (memcached's coarse clock can report a second or two more)
+    assert 30 * 24 * 3600 - 5 <= t1 <= 30 * 24 * 3600 + 2 and 3595 <= t2 <= 3602, (t1, t2)
+    c.request(f"touch {rel} abc\r\n", b"CLIENT_ERROR invalid exptime argument\r\n")
+
+
+def test_flush_all_with_a_delay_expires_everything_later(mc, key):
+    c = mc()
+    k = key()
+    c.set(k, b"v")
+    c.request("flush_all 2\r\n", b"OK\r\n")
+    c.request(f"get {k}\r\n", value_reply(k, b"v") + b"END\r\n")
+    time.sleep(3.1)
+    c.request(f"get {k}\r\n", b"END\r\n")
+    c.set(k, b"w")
+    c.request(f"get {k}\r\n", value_reply(k, b"w") + b"END\r\n")
+    c.request("flush_all\r\n", b"OK\r\n")
+    c.request(f"get {k}\r\n", b"END\r\n")
+
+
+@on_targets()
+def test_flush_all_with_a_delay_does_not_revive_expired_items(mc, key):
+    c = mc()
+    dead, soon = key("dead"), key("soon")
+    c.request(f"set {dead} 0 -1 1\r\nd\r\n", b"STORED\r\n")
+    c.set(soon, b"s", exptime=1)
+    c.request("flush_all 100\r\n", b"OK\r\n")
+    c.request(f"get {dead}\r\n", b"END\r\n")
+    time.sleep(2.2)
+    c.request(f"get {dead} {soon}\r\n", b"END\r\n")
+    c.request("flush_all\r\n", b"OK\r\n")
+
+
+# --------------------------------------------------------------------------------------------------
+# tablesocket only: the rows behind the items
+
+
+def _kv_row(srv, k: str):
+    rows = srv.sql_bytes("SELECT v, flags, cas, exp FROM test.kv WHERE k = %s", (k.encode(),))
+    return rows[0] if rows else None
+
+
+@TS_ONLY
+def test_memcached_writes_are_rows_in_sql_at_once(ts, tsmc, key):
+    c = tsmc()
+    k, k2, n = key(), key("abs"), key("n")
+    v = bytes(range(256))
+    t0 = now()
+    c.request(b"set %s 4294967295 1000 %d\r\n%s\r\n" % (k.encode(), len(v), v), b"STORED\r\n")
+    cas = c.gets_cas(k)
+    val, flags, cas_col, exp = _kv_row(ts, k)
+    assert (val, flags, int(cas_col)) == (v, b"4294967295", cas)
+    assert t0 + 1000 <= int(exp) <= now() + 1000
+    c.set(k2, b"a", flags=1, exptime=2_000_000_000)  # absolute
+    assert _kv_row(ts, k2)[1:] == (b"1", str(c.gets_cas(k2)).encode(), b"2000000000")
+    c.request(f"append {k2} 9 0 1\r\nb\r\n", b"STORED\r\n")
+    assert _kv_row(ts, k2)[:2] == (b"ab", b"1")
+    c.set(n, b"41")
+    c.request(f"incr {n} 1\r\n", b"42\r\n")
+    assert _kv_row(ts, n)[0] == b"42"
+    c.request(f"touch {n} 0\r\n", b"TOUCHED\r\n")
+    assert _kv_row(ts, n)[3] == b"0"
+    c.request(f"delete {n}\r\n", b"DELETED\r\n")
+    assert _kv_row(ts, n) is None
+    c.request(f"ms {n} 2 F5 T0\r\nms\r\n", b"HD\r\n")
+    assert _kv_row(ts, n)[:2] == (b"ms", b"5")
+    c.request(f"md {n}\r\n", b"HD\r\n")
+    assert _kv_row(ts, n) is None
+
+
+@TS_ONLY
+def test_rows_inserted_by_sql_are_items_with_their_flags_and_cas(ts, tsmc, key):
+    c = tsmc()
+    k, past, future = key(), key("past"), key("future")
+    ts.exec_sql("INSERT INTO test.kv (k, v, flags, cas, exp) VALUES (%s, %s, 77, 4242, 0), "
+                "(%s, 'p', 0, 1, UNIX_TIMESTAMP() - 10), (%s, 'f', 0, 2, UNIX_TIMESTAMP() + 100)",
+                (k.encode(), b"sql\x00value", past.encode(), future.encode()))
+    c.request(f"gets {k}\r\n", value_reply(k, b"sql\x00value", 77, 4242) + b"END\r\n")
+    c.request(f"mg {k} f c s v\r\n", b"VA 9 f77 c4242 s9\r\nsql\x00value\r\n")
+    c.request(f"get {past} {future}\r\n", value_reply(future, b"f") + b"END\r\n")
+    c.request(f"cas {k} 1 0 1 4241\r\nx\r\n", b"EXISTS\r\n")
+    c.request(f"cas {k} 1 0 1 4242\r\nx\r\n", b"STORED\r\n")
+    # and SQL sees memcached's write at once, SQL's update is seen by memcached at once
+    assert _kv_row(ts, k)[:2] == (b"x", b"1")
+    ts.exec_sql("UPDATE test.kv SET v = 'y', flags = 3, cas = 99 WHERE k = %s", (k.encode(),))
+    c.request(f"gets {k}\r\n", value_reply(k, b"y", 3, 99) + b"END\r\n")
+
+
+@TS_ONLY
+def test_the_cas_gets_reports_for_an_sql_row_without_cas_works(ts, tsmc, key):
+    """A row SQL wrote with cas=0: gets reports a content hash, and cas / ms C / md C accept it."""
+    c = tsmc()
+    k, k2, k3 = key(), key("ms"), key("md")
+    ts.exec_sql("INSERT INTO test.kv (k, v) VALUES (%s, 'hello'), (%s, 'hello'), (%s, 'hello')",
+                (k.encode(), k2.encode(), k3.encode()))
+    cas = c.gets_cas(k)
+    assert cas != 0
+    c.request(f"cas {k} 0 0 1 {cas + 1}\r\nX\r\n", b"EXISTS\r\n")
+    c.request(f"cas {k} 0 0 1 {cas}\r\nX\r\n", b"STORED\r\n")
+    c.request(f"ms {k2} 1 C{c.gets_cas(k2)}\r\nX\r\n", b"HD\r\n")
+    c.request(f"md {k3} C{c.gets_cas(k3)}\r\n", b"HD\r\n")
+    assert ts.sql("SELECT v FROM test.kv WHERE k IN (%s, %s, %s) ORDER BY v", (k, k2, k3)) == [("X",), ("X",)]
+
+
+@TS_ONLY
+def test_a_multi_column_container_joins_and_splits_values_at_the_separator(ts, tsmc, make_table,
+                                                                          containers, key):
+    t = make_table("k VARCHAR(64) PRIMARY KEY, c2 VARCHAR(100), c3 VARCHAR(100), "
+                   "fl INT UNSIGNED NOT NULL DEFAULT 0, cs BIGINT UNSIGNED NOT NULL DEFAULT 0, "
+                   "ex INT UNSIGNED NOT NULL DEFAULT 0",
+                   [("sqlrow", "left", "right", 3, 55, 0)])
+    name = containers(f"mc_{uuid.uuid4().hex[:8]}", t, "k", "c2,c3", "fl", "cs", "ex")
+    c = tsmc()
+    wait_for_container(c, name)
+    c.request(f"gets @@{name}.sqlrow\r\n", value_reply(f"@@{name}.sqlrow", b"left|right", 3, 55) + b"END\r\n")
+    c.request(f"set @@{name}.m2 6 0 7\r\nab|cd|e\r\n", b"STORED\r\n")
+    assert ts.sql(f"SELECT c2, c3, fl FROM test.{t} WHERE k = 'm2'") == [("ab", "cd|e", "6")]
+    c.request(f"get @@{name}.m2\r\n", value_reply(f"@@{name}.m2", b"ab|cd|e", 6) + b"END\r\n")
+    c.request(f"append @@{name}.m2 0 0 2\r\n|f\r\n", b"STORED\r\n")
+    assert ts.sql(f"SELECT c2, c3 FROM test.{t} WHERE k = 'm2'") == [("ab", "cd|e|f")]
+    # "get @@name" makes it the connection's container
+    c.request(f"get @@{name}\r\n", value_reply(f"@@{name}", f"test/{t}".encode()) + b"END\r\n")
+    c.request("get sqlrow m2\r\n", value_reply("sqlrow", b"left|right", 3)
+              + value_reply("m2", b"ab|cd|e|f", 6) + b"END\r\n")
+    c.request("set m3 0 0 3\r\nx|y\r\n", b"STORED\r\n")
+    assert ts.sql(f"SELECT c2, c3 FROM test.{t} WHERE k = 'm3'") == [("x", "y")]
+    # other connections still use 'default'
+    c2 = tsmc()
+    c2.request("get sqlrow m3\r\n", b"END\r\n")
+    c.request("get @@default\r\n", value_reply("@@default", b"test/kv") + b"END\r\n")
+    c.request("get m3\r\n", b"END\r\n")
+
+
+@TS_ONLY
+def test_the_demo_container_aaa_maps_to_demo_test(ts, tsmc, key):
+    c = tsmc()
+    k = key()[-30:]  # c1 is VARCHAR(32)
+    c.request(f"set @@aaa.{k} 9 0 4\r\ndemo\r\n", b"STORED\r\n")
+    rows = ts.sql("SELECT c2, c3, c5 FROM test.demo_test WHERE c1 = %s", (k,))
+    assert rows == [("demo", "9", "0")]
+    cas = c.gets_cas(f"@@aaa.{k}")
+    assert ts.sql("SELECT c4 FROM test.demo_test WHERE c1 = %s", (k,)) == [(str(cas),)]
+    c.request(f"get {k}\r\n", b"END\r\n")  # not in the default container
+    c.request(f"delete @@aaa.{k}\r\n", b"DELETED\r\n")
+    # flush_all empties the connection's container only
+    c.set(k, b"in kv")
+    c.request(f"set @@aaa.{k} 0 0 1\r\nd\r\n", b"STORED\r\n")
+    c.request("get @@aaa\r\n", value_reply("@@aaa", b"test/demo_test") + b"END\r\n")
+    c.request("flush_all\r\n", b"OK\r\n")
+    assert ts.sql("SELECT COUNT(*) FROM test.demo_test") == [("0",)]
+    c.request(f"get @@default.{k}\r\n", value_reply(f"@@default.{k}", b"in kv") + b"END\r\n")
+
+
+@TS_ONLY
+def test_containers_table_changes_apply_without_restart(ts, tsmc, make_table, containers):
+    t = make_table("id VARBINARY(100) PRIMARY KEY, val BLOB", [(b"k1", b"from sql")])
+    c = tsmc()
+    name = f"new_{uuid.uuid4().hex[:8]}"
+    c.send(f"get @@{name}.k1\r\n")
+    assert c.recv_line().startswith(b"SERVER_ERROR ")  # not configured yet
+    containers(name, t, "id", "val")
+    time.sleep(1.2)
+    c.request(f"get @@{name}.k1\r\n", value_reply(f"@@{name}.k1", b"from sql") + b"END\r\n")
+    # no flags/cas/exp columns: flags 0, CAS from the content
+    cas = c.gets_cas(f"@@{name}.k1")
+    c.request(f"cas @@{name}.k1 0 0 3 {cas}\r\nnew\r\n", b"STORED\r\n")
+    assert ts.sql(f"SELECT val FROM test.{t}") == [("new",)]
+    # a change of the row: the container now maps to another value column
+    ts.exec_sql(f"ALTER TABLE test.{t} ADD COLUMN other VARCHAR(10) DEFAULT 'o'")
+    ts.exec_sql("UPDATE innodb_memcache.containers SET value_columns = 'other' WHERE name = %s", (name,),
+                db=None)
+    time.sleep(1.2)
+    c.request(f"get @@{name}.k1\r\n", value_reply(f"@@{name}.k1", b"o") + b"END\r\n")
+    ts.exec_sql("DELETE FROM innodb_memcache.containers WHERE name = %s", (name,), db=None)
+    # a container whose table does not exist: an error for its keys, the connection goes on
+    containers(name + "_bad", t + "_missing", "id", "val")
+    time.sleep(1.2)
+    c.send(f"get @@{name}.k1\r\n")
+    assert c.recv_line().startswith(b"SERVER_ERROR ")
+    c.send(f"set @@{name}_bad.k1 0 0 1\r\nx\r\nget @@{name}_bad.k1\r\n")
+    assert c.recv_line().startswith(b"SERVER_ERROR ")
+    assert c.recv_line().startswith(b"SERVER_ERROR ")
+    c.request("mn\r\n", b"MN\r\n")
+
+
+@TS_ONLY
+def test_a_container_without_cas_column_reports_one_cas(ts, tsmc, make_table, containers):
+    t = make_table("k VARCHAR(100) PRIMARY KEY, v TEXT, f INT UNSIGNED NOT NULL DEFAULT 0")
+    name = containers(f"nocas_{uuid.uuid4().hex[:8]}", t, "k", "v", "f")
+    c = tsmc()
+    wait_for_container(c, name)
+    c.send(f"ms @@{name}.a 2 c\r\nhi\r\n")
+    cas = int(re.fullmatch(rb"HD c(\d+)\r\n", c.recv_line()).group(1))
+    c.request(f"mg @@{name}.a c\r\n", b"HD c%d\r\n" % cas)
+    c.request(f"ms @@{name}.a 2 C{cas}\r\nho\r\n", b"HD\r\n")
+
+
+@TS_ONLY
+def test_a_container_without_cas_column_supports_gets_and_cas(ts, tsmc, make_table, containers):
+    t = make_table("k VARCHAR(100) PRIMARY KEY, v TEXT, f INT UNSIGNED NOT NULL DEFAULT 0")
+    name = containers(f"nocas_{uuid.uuid4().hex[:8]}", t, "k", "v", "f")
+    c = tsmc()
+    wait_for_container(c, name)
+    c.request(f"get @@{name}\r\n", value_reply(f"@@{name}", f"test/{t}".encode()) + b"END\r\n")
+    c.set("a", b"one", flags=2)
+    cas = c.gets_cas("a")
+    c.request(f"cas a 2 0 3 {cas + 1}\r\ntwo\r\n", b"EXISTS\r\n")
+    c.request(f"cas a 2 0 3 {cas}\r\ntwo\r\n", b"STORED\r\n")
+    c.request(f"cas a 2 0 3 {cas}\r\nsix\r\n", b"EXISTS\r\n")
+    assert ts.sql(f"SELECT k, v, f FROM test.{t}") == [("a", "two", "2")]
+    cas2 = c.gets_cas("a")
+    c.request(f"md a C{cas2}\r\n", b"HD\r\n")
+
+
+@TS_ONLY
+def test_a_row_locked_by_sql_delays_only_the_request_that_needs_it(ts, tsmc, key):
+    import pymysql
+    k, other = key("locked"), key("free")
+    c, d = tsmc(), tsmc()
+    c.set(k, b"before")
+    sql = pymysql.connect(unix_socket=ts.socket, user="root", password="", database="test",
+                          autocommit=False)
+    try:
+        with sql.cursor() as cur:
+            cur.execute("SELECT v FROM test.kv WHERE k = %s FOR UPDATE", (k.encode(),))
+            # the set waits for the row lock; what the connection sent after it waits behind it
+            c.send(f"set {k} 0 0 2\r\nmc\r\nget {other}\r\nincr {k} 1\r\n")
+            c.assert_silent(0.5)
+            t0 = time.monotonic()
+            d.set(other, b"x")    # others are served meanwhile
+            d.request(f"get {other}\r\n", value_reply(other, b"x") + b"END\r\n")
+            assert time.monotonic() - t0 < 2
+            cur.execute("UPDATE test.kv SET v = 'sql' WHERE k = %s", (k.encode(),))
+        sql.commit()
+    finally:
+        sql.close()
+    c.expect(b"STORED\r\n" + value_reply(other, b"x") + b"END\r\n"
+             + b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n", timeout=10)
+    c.request(f"get {k}\r\n", value_reply(k, b"mc") + b"END\r\n")
+
+
+# --------------------------------------------------------------------------------------------------
+# tablesocket only: range gets
+
+
+@TS_ONLY
+def test_range_gets_return_exactly_the_keys_in_range_in_index_order(ts, tsmc, make_table, containers):
+    rows = [(k, f"v{k}") for k in ("k05", "k10", "k12", "k15", "k19", "k20", "k25", "k1", "k100")]
+    t = make_table("k VARBINARY(64) PRIMARY KEY, v VARCHAR(20), exp INT UNSIGNED NOT NULL DEFAULT 0",
+                   [(k.encode(), v, 0) for k, v in rows])
+    ts.exec_sql(f"INSERT INTO test.{t} VALUES ('k13', 'expired', 1)")
+    name = containers(f"rng_{uuid.uuid4().hex[:8]}", t, "k", "v", exp="exp")
+    c = tsmc()
+    wait_for_container(c, name)
+
+    def items(*ks):
+        return b"".join(value_reply(k, f"v{k}".encode()) for k in ks) + b"END\r\n"
+    c.request(f"get @@{name}.@>=k10@<k20\r\n", items("k10", "k100", "k12", "k15", "k19"))
+    c.request(f"get @@{name}\r\n", value_reply(f"@@{name}", f"test/{t}".encode()) + b"END\r\n")
+    c.request("get @>=k10@<k20\r\n", items("k10", "k100", "k12", "k15", "k19"))
+    c.request("get @>k10@<=k20\r\n", items("k100", "k12", "k15", "k19", "k20"))
+    c.request("get @<k20@>=k15\r\n", items("k15", "k19"))
+    c.request("get @>k20\r\n", items("k25"))
+    c.request("get @>=k25\r\n", items("k25"))
+    c.request("get @<k1\r\n", items("k05"))
+    c.request("get @<=k1\r\n", items("k05", "k1"))
+    c.request("get @>k25\r\n", b"END\r\n")
+    c.request("get @>=k2@<k2\r\n", b"END\r\n")
+    c.request("get k05 @>=k19@<k25 k1\r\n", items("k05", "k19", "k20", "k1"))
+    c.request("get @x\r\n", b"CLIENT_ERROR bad range in key\r\n")
+    c.request("get @@default\r\n", value_reply("@@default", b"test/kv") + b"END\r\n")
+
+
+@TS_ONLY
+def test_range_get_gets_reports_the_same_cas_as_a_key_get(ts, tsmc, make_table, containers):
+    t = make_table("k VARBINARY(64) PRIMARY KEY, v VARCHAR(20), cas BIGINT UNSIGNED NOT NULL DEFAULT 0",
+                   [(b"a1", "x", 0)])
+    name = containers(f"rngc_{uuid.uuid4().hex[:8]}", t, "k", "v", cas="cas")
+    c = tsmc()
+    wait_for_container(c, name)
+    cas = c.gets_cas(f"@@{name}.a1")
+    c.request(f"gets @@{name}.@>=a\r\n", value_reply("a1", b"x", 0, cas) + b"END\r\n")
+
+
+# --------------------------------------------------------------------------------------------------
+# tablesocket only: a server with the memcached options, the binary log and a unix socket
+
+
+@pytest.fixture(scope="module")
+def opts_server(request, plugin):
+    """A private tablesocket server: --log-bin, a memcached unix socket, a 4 KiB value limit and the
+    configuration in schema mcconf (its default container: test.kv_alt)."""
+    if plugin != "tablesocket":
+        pytest.skip("tablesocket only")
+    srv = MariaDBServer("tablesocket", name="mcopts",
+                        extra_args=["--log-bin=binlog", "--server-id=1", "--binlog-format=STATEMENT",
+                                    "--tablesocket-mc-max-value-size=4096",
+                                    "--tablesocket-lock-wait-timeout=1000",
+                                    "--tablesocket-mc-config-schema=mcconf"])
+    srv.mc_unix = str(Path(srv.rundir) / "mc.sock")
+    srv.extra_args.append(f"--tablesocket-mc-socket={srv.mc_unix}")
+    failed_before = request.session.testsfailed
+    try:
+        srv.start()
+    except ServerError as e:
+        srv.stop()
+        pytest.fail(f"could not start the mcopts server: {e}", pytrace=False)
+    try:
+        srv.exec_sql("CREATE DATABASE mcconf", db=None)
+        srv.exec_sql("CREATE TABLE mcconf.containers LIKE innodb_memcache.containers", db=None)
+        srv.exec_sql("CREATE TABLE test.kv_alt LIKE test.kv")
+        srv.exec_sql("INSERT INTO mcconf.containers VALUES "
+                     "('default', 'test', 'kv_alt', 'k', 'v', 'flags', 'cas', 'exp', 'PRIMARY')", db=None)
+        yield srv
+    finally:
+        alive = srv.running()
+        srv.stop()
+        if request.session.testsfailed > failed_before or not alive or os.environ.get("TS_KEEP_VAR"):
+            sys.stderr.write(f"\n[test_memcached] mcopts run directory kept: {srv.rundir}\n"
+                             f"--- tail of {srv.log_path} ---\n{srv.log_tail(40)}\n")
+        else:
+            shutil.rmtree(srv.rundir, ignore_errors=True)
+
+
+def _wait_ready(c: McConn, timeout: float = 4.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        c.send(b"get @@default\r\n")
+        r = c.recv_until()
+        if r.startswith(b"VALUE"):
+            return
+        assert time.monotonic() < deadline, r
+        time.sleep(0.1)
+
+
+@TS_ONLY
+def test_the_config_schema_option_selects_the_containers_table(opts_server):
+    with McConn(opts_server.mc_port) as c:
+        _wait_ready(c)
+        c.request("get @@default\r\n", value_reply("@@default", b"test/kv_alt") + b"END\r\n")
+        c.set("cfg", b"alt")
+    assert opts_server.sql("SELECT v FROM test.kv_alt WHERE k = 'cfg'") == [("alt",)]
+    assert opts_server.sql("SELECT v FROM test.kv WHERE k = 'cfg'") == []
+
+
+@TS_ONLY
+def test_the_memcached_protocol_answers_on_the_unix_socket(opts_server):
+    with McConn(unix_path=opts_server.mc_unix) as u, McConn(opts_server.mc_port) as c:
+        u.request("version\r\n", b"VERSION 1.6.18\r\n")
+        _wait_ready(u)
+        u.set("unix", b"via socket", flags=5)
+        c.request("get unix\r\n", value_reply("unix", b"via socket", 5) + b"END\r\n")
+        c.set("unix", b"via tcp")
+        u.request("mg unix v\r\n", b"VA 7\r\nvia tcp\r\n")
+        u.send("quit\r\n")
+        assert u.closed_by_peer() == b""
+    from pymemcache.client.base import Client
+    p = Client(opts_server.mc_unix, default_noreply=False, timeout=10)
+    try:
+        assert p.get("unix") == b"via tcp"
+    finally:
+        p.close()
+
+
+@TS_ONLY
+def test_the_max_value_size_option_bounds_values(opts_server):
+    with McConn(opts_server.mc_port) as c:
+        _wait_ready(c)
+        ok = os.urandom(4096)
+        c.request(b"set big 0 0 4096\r\n%s\r\n" % ok, b"STORED\r\n")
+        c.request(b"set big 0 0 4097\r\n%s\r\n" % os.urandom(4097),
+                  b"SERVER_ERROR object too large for cache\r\n")
+        c.request(b"ms big2 4097\r\n%s\r\n" % os.urandom(4097), b"SERVER_ERROR object too large for cache\r\n")
+        # As memcached: the refused set unlinks the old item, so no reader sees stale data.
+        c.request("get big big2\r\n", b"END\r\n")
+        c.request(b"set big 0 0 4096\r\n%s\r\n" % ok, b"STORED\r\n")
+        c.request("get big\r\n", value_reply("big", ok) + b"END\r\n")
+
+
+@TS_ONLY
+def test_a_lock_wait_timeout_is_a_server_error_and_the_connection_goes_on(opts_server):
+    import pymysql
+    with McConn(opts_server.mc_port) as c:
+        _wait_ready(c)
+        c.set("lockme", b"a")
+        sql = pymysql.connect(unix_socket=opts_server.socket, user="root", password="", database="test",
+                              autocommit=False)
+        try:
+            with sql.cursor() as cur:
+                cur.execute("SELECT v FROM test.kv_alt WHERE k = 'lockme' FOR UPDATE")
+                t0 = time.monotonic()
+                c.send("incr lockme 1\r\nset lockme 0 0 1 noreply\r\nb\r\nmn\r\n")
+                c.expect(b"SERVER_ERROR lock wait timeout\r\n", timeout=10)
+                assert 0.9 <= time.monotonic() - t0 < 5
+                c.expect(b"MN\r\n", timeout=10)  # the noreply set timed out silently
+            sql.rollback()
+        finally:
+            sql.close()
+        c.request("get lockme\r\n", value_reply("lockme", b"a") + b"END\r\n")
+        c.set("lockme", b"c")
+
+
+@TS_ONLY
+def test_append_cannot_grow_a_value_past_the_max_value_size(opts_server):
+    """memcached 1.6.18 refuses an append/prepend whose result does not fit in an item with NOT_STORED
+    (ms MA/MP: NS) and keeps the old value (checked with -I 1m: set 1048000 bytes, append 2000)."""
+    with McConn(opts_server.mc_port) as c:
+        _wait_ready(c)
+        full = b"f" * 4096
+        c.set("full", full)
+        c.request("append full 0 0 1\r\nx\r\n", b"NOT_STORED\r\n")
+        c.request("prepend full 0 0 1\r\nx\r\n", b"NOT_STORED\r\n")
+        c.request("ms full 1 MA\r\nx\r\n", b"NS\r\n")
+        c.request("ms full 1 MP\r\nx\r\n", b"NS\r\n")
+        c.request("get full\r\n", value_reply("full", full) + b"END\r\n")
+
+
+def _binlog_events(srv, since: tuple[str, int]) -> list[tuple[str, str]]:
+    """(Event_type, Info) of every binlog event after `since` (file, pos)."""
+    out = []
+    files = [r[0] for r in srv.sql("SHOW BINARY LOGS", db=None)]
+    for f in files[files.index(since[0]):]:
+        q = f"SHOW BINLOG EVENTS IN '{f}'" + (f" FROM {since[1]}" if f == since[0] else "")
+        out += [(r[2], r[5]) for r in srv.sql(q, db=None)]
+    return out
+
+
+def _binlog_pos(srv) -> tuple[str, int]:
+    r = srv.sql("SHOW MASTER STATUS", db=None)[0]
+    return r[0], int(r[1])
+
+
+@TS_ONLY
+def test_memcached_writes_reach_the_binary_log_as_row_events(opts_server):
+    srv = opts_server
+    assert srv.sql("SELECT @@log_bin, @@binlog_format", db=None) == [("1", "STATEMENT")]
+    with McConn(srv.mc_port) as c:
+        _wait_ready(c)
+
+        def events_of(cmd: bytes, want: bytes):
+            pos = _binlog_pos(srv)
+            c.request(cmd, want)  # the reply comes after the commit
+            ev = _binlog_events(srv, pos)
+            return [t for t, info in ev if t.endswith("_rows_v1") or t.endswith("_rows")], ev
+        rows, ev = events_of(b"set bl 3 0 2\r\nv1\r\n", b"STORED\r\n")
+        assert rows == ["Write_rows_v1"], ev
+        assert any(t == "Table_map" and "test.kv_alt" in info for t, info in ev), ev
+        rows, ev = events_of(b"set bl 3 0 2\r\nv2\r\n", b"STORED\r\n")
+        assert rows == ["Update_rows_v1"], ev
+        rows, ev = events_of(b"add bl 0 0 1\r\nx\r\n", b"NOT_STORED\r\n")
+        assert rows == [], ev
+        rows, ev = events_of(b"ms bl 1 MA\r\n3\r\n", b"HD\r\n")
+        assert rows == ["Update_rows_v1"], ev
+        rows, ev = events_of(b"delete bl\r\n", b"DELETED\r\n")
+        assert rows == ["Delete_rows_v1"], ev
+        c.set("f1", b"1")
+        c.set("f2", b"2")
+        rows, ev = events_of(b"flush_all\r\n", b"OK\r\n")
+        assert rows and set(rows) == {"Delete_rows_v1"}, ev
+    assert srv.sql("SELECT COUNT(*) FROM test.kv_alt") == [("0",)]
+
+
+@TS_ONLY
+def test_the_session_server_binlog_gets_row_events_for_memcached_writes(ts, tsmc, key):
+    """The same on the session server, when it runs with a binary log (it normally does not)."""
+    if ts.sql("SELECT @@log_bin", db=None) != [("1",)]:
+        pytest.skip("the session server runs without --log-bin (see the mcopts server test)")
+    c = tsmc()
+    pos = _binlog_pos(ts)
+    c.set(key(), b"v")
+    ev = _binlog_events(ts, pos)
+    assert any(t.startswith("Write_rows") for t, _ in ev) and any("test.kv" in i for _, i in ev), ev
