@@ -57,6 +57,8 @@ const char *exec_op_token(Exec_op op) {
     case Exec_op::insert: return "+";
     case Exec_op::last_prefix: return "L";
     case Exec_op::upsert: return "+=";
+    case Exec_op::merge_desc: return "M-";
+    case Exec_op::merge_asc: return "M+";
   }
   FUZZ_CHECK(false);
   return "";
@@ -109,7 +111,12 @@ std::string serialize(const Request &rq) {
       s = std::to_string(e.index_id) + "\t" + exec_op_token(e.op) + "\t" + std::to_string(e.nkeys);
       for (uint32_t i = 0; i < e.nkeys; ++i) put_value(s, e.keys[i]);
       if (e.has_limit) s += "\t" + std::to_string(e.limit) + "\t" + std::to_string(e.offset);
-      if (e.has_in) {
+      if (e.has_in && e.in_from_index) {
+        s += "\t@\t" + std::to_string(e.in_column) + "\t^\t" + std::to_string(e.in_index_id) + "\t" +
+             std::to_string(e.nin_keys);
+        for (uint32_t i = 0; i < e.nin_keys; ++i) put_value(s, e.in_keys[i]);
+        s += "\t" + std::to_string(e.in_limit);
+      } else if (e.has_in) {
         s += "\t@\t" + std::to_string(e.in_column) + "\t" + std::to_string(e.nin_values);
         for (uint32_t i = 0; i < e.nin_values; ++i) put_value(s, e.in_values[i]);
       }
@@ -162,8 +169,11 @@ bool same_request(const Request &a, const Request &b) {
           x.nfilters != y.nfilters || x.mod != y.mod || x.mod_returns_rows != y.mod_returns_rows)
         return false;
       if (!same_values(x.keys, x.nkeys, y.keys, y.nkeys)) return false;
-      if (x.has_in && (x.in_column != y.in_column ||
+      if (x.has_in && (x.in_column != y.in_column || x.in_from_index != y.in_from_index ||
                        !same_values(x.in_values, x.nin_values, y.in_values, y.nin_values)))
+        return false;
+      if (x.in_from_index && (x.in_index_id != y.in_index_id || x.in_limit != y.in_limit ||
+                              !same_values(x.in_keys, x.nin_keys, y.in_keys, y.nin_keys)))
         return false;
       for (uint32_t i = 0; i < x.nfilters; ++i) {
         const Filter &f = x.filters[i], &g = y.filters[i];
@@ -213,15 +223,18 @@ void check_request(const Request &rq, const char *lo, const char *hi, const Limi
     case Command::exec: {
       const Exec_request &e = rq.exec;
       FUZZ_CHECK(e.nkeys >= 1);
-      FUZZ_CHECK(!e.has_in || e.nin_values >= 1);
+      FUZZ_CHECK(!e.has_in || e.in_from_index || e.nin_values >= 1);
       FUZZ_CHECK(e.has_in || e.nin_values == 0);
+      FUZZ_CHECK(!e.in_from_index || (e.has_in && e.nin_values == 0 && e.nin_keys >= 1 && e.in_limit >= 1));
       FUZZ_CHECK(e.has_limit || (e.limit == 1 && e.offset == 0));
       FUZZ_CHECK(e.mod != Modify_op::none || (e.nmod_values == 0 && !e.mod_returns_rows));
       const uint64_t tokens = 3ull + e.nkeys + (e.has_in ? 3ull + e.nin_values : 0) +
+                              (e.in_from_index ? 3ull + e.nin_keys : 0) +
                               4ull * e.nfilters + (e.mod != Modify_op::none ? 1ull + e.nmod_values : 0);
       FUZZ_CHECK(tokens <= limits.max_tokens);
       check_values(e.keys, e.nkeys, lo, hi);
       check_values(e.in_values, e.nin_values, lo, hi);
+      check_values(e.in_keys, e.nin_keys, lo, hi);
       check_values(e.mod_values, e.nmod_values, lo, hi);
       for (uint32_t i = 0; i < e.nfilters; ++i) check_values(&e.filters[i].value, 1, lo, hi);
       break;

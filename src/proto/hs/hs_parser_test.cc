@@ -54,6 +54,8 @@ const char *exec_op_name(Exec_op op) {
     case Exec_op::insert: return "insert";
     case Exec_op::last_prefix: return "last_prefix";
     case Exec_op::upsert: return "upsert";
+    case Exec_op::merge_desc: return "merge_desc";
+    case Exec_op::merge_asc: return "merge_asc";
   }
   return "?";
 }
@@ -103,7 +105,10 @@ std::string describe(const Request &rq) {
         r += " limit=" + std::to_string(e.limit) + " offset=" + std::to_string(e.offset);
       else if (e.limit != 1 || e.offset != 0)
         r += " BAD-DEFAULT-LIMIT";
-      if (e.has_in)
+      if (e.has_in && e.in_from_index)
+        r += " in@" + std::to_string(e.in_column) + "=^" + std::to_string(e.in_index_id) +
+             quote_list(e.in_keys, e.nin_keys) + "/" + std::to_string(e.in_limit);
+      else if (e.has_in)
         r += " in@" + std::to_string(e.in_column) + "=" + quote_list(e.in_values, e.nin_values);
       for (uint32_t i = 0; i < e.nfilters; ++i) {
         const Filter &f = e.filters[i];
@@ -176,6 +181,12 @@ const std::vector<Valid_case> &valid_cases() {
       {"upsert_extension", "1\t+=\t2\tk\tv\n", R"(exec id=1 op=upsert keys=["k","v"])"},
       {"last_prefix_extension", "1\tL\t1\tuser7\t20\t0\n",
        R"(exec id=1 op=last_prefix keys=["user7"] limit=20 offset=0)"},
+      {"merge_newest_first_over_an_in_list", "1\tM-\t1\t0\t20\t0\t@\t0\t3\t7\t8\t9\n",
+       R"(exec id=1 op=merge_desc keys=["0"] limit=20 offset=0 in@0=["7","8","9"])"},
+      {"merge_oldest_first_with_a_bound", "1\tM+\t2\t0\t500\t20\t0\t@\t0\t1\t7\n",
+       R"(exec id=1 op=merge_asc keys=["0","500"] limit=20 offset=0 in@0=["7"])"},
+      {"merge_with_groups_from_another_index", "1\tM-\t1\t0\t20\t0\t@\t0\t^\t3\t1\tu5\t1000\n",
+       R"(exec id=1 op=merge_desc keys=["0"] limit=20 offset=0 in@0=^3["u5"]/1000)"},
       {"in_list_as_the_real_client_sends_it", "1\t=\t1\t\t10\t0\t@\t0\t3\ta\tb\tc\n",
        R"(exec id=1 op=eq keys=[""] limit=10 offset=0 in@0=["a","b","c"])"},
       {"in_list_after_a_limit_without_offset", "1\t=\t1\tk\t5\t@\t0\t1\tx\n",
@@ -292,6 +303,7 @@ TEST_P(AValidRequest, DecodedValuesPointIntoTheCallersBuffer) {
   if (rq.command == Command::exec) {
     inside(rq.exec.keys, rq.exec.nkeys);
     inside(rq.exec.in_values, rq.exec.nin_values);
+    inside(rq.exec.in_keys, rq.exec.nin_keys);
     inside(rq.exec.mod_values, rq.exec.nmod_values);
     for (uint32_t i = 0; i < rq.exec.nfilters; ++i) inside(&rq.exec.filters[i].value, 1);
   } else if (rq.command == Command::auth) {
@@ -358,6 +370,10 @@ const std::vector<Malformed_case> &malformed_cases() {
       {"in_without_column", "1\t=\t1\tk\t1\t0\t@\n", kError, 2, "incol", kAll},
       {"in_with_non_numeric_column", "1\t=\t1\tk\t1\t0\t@\tx\t1\tv\n", kError, 2, "incol", kAll},
       {"in_without_length", "1\t=\t1\tk\t1\t0\t@\t0\n", kError, 2, "invalueslen", kAll},
+      {"in_source_without_an_index_id", "1\tM-\t1\t0\t5\t0\t@\t0\t^\n", kError, 2, "insource", kAll},
+      {"in_source_without_a_limit", "1\tM-\t1\t0\t5\t0\t@\t0\t^\t3\t1\tu5\n", kError, 2, "insource", kAll},
+      {"in_source_with_zero_keys", "1\tM-\t1\t0\t5\t0\t@\t0\t^\t3\t0\t10\n", kError, 2, "insource", kAll},
+      {"in_source_with_a_zero_limit", "1\tM-\t1\t0\t5\t0\t@\t0\t^\t3\t1\tu5\t0\n", kError, 2, "insource", kAll},
       {"in_with_zero_length", "1\t=\t1\tk\t1\t0\t@\t0\t0\n", kError, 2, "invalueslen", kAll},
       {"in_longer_than_the_values_sent", "1\t=\t1\tk\t1\t0\t@\t0\t2\tv\n", kError, 2, "invalueslen",
        kAll},
