@@ -281,6 +281,10 @@ void Worker::serve(Store &store) {
       for (Connection *c : batch_) {
         if (c->dead) continue;
         Session_outcome o = c->session->run(c->in, c->out, cfg_.max_requests_per_batch);
+        /* Replies to reads need no commit: send them now rather than after the whole batch.
+           Anything after a write waits for the commit (a reply to a write means it is durable). */
+        if (!c->session->wrote_in_batch && !c->out.empty()) flush_output(*c);
+        if (c->dead) continue;
         switch (o) {
           case Session_outcome::idle: break;
           case Session_outcome::parked:

@@ -208,6 +208,7 @@ void Mariadb_store::close_slot(Table_slot &s) {
   s.mdl_request.ticket = nullptr;
   s.table = nullptr;
   s.locked = false;
+  s.reading = false;
   --open_tables_;
   counters_.open_tables.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -236,6 +237,7 @@ Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
     return Store_status::of(Store_errc::lock_failed);
   }
   s.locked = true;
+  s.reading = false;
   locked_slots_.push_back(slot_no);
   return {};
 }
@@ -254,9 +256,14 @@ Store_status Mariadb_store::prepare_request(Open_index &idx, enum_sql_command co
   TABLE *t = s.table;
   thd_->lex->sql_command = command;
   /* Statement start for InnoDB: consistent (lock-free) reads for finds, exclusive row locks for
-     the rows a write request reads. */
-  if (int e = t->file->start_stmt(thd_, command == SQLCOM_SELECT ? TL_READ : TL_WRITE))
-    return Store_status::of(Store_errc::handler_error, e);
+     the rows a write request reads. Consecutive reads of a table in one batch share a statement
+     (as the ranges of one SELECT do), which keeps InnoDB's row template and open index. */
+  const bool read = command == SQLCOM_SELECT;
+  if (!(read && s.reading)) {
+    if (int e = t->file->start_stmt(thd_, read ? TL_READ : TL_WRITE))
+      return Store_status::of(Store_errc::handler_error, e);
+  }
+  s.reading = read;
   *table = t;
   return {};
 }
@@ -282,6 +289,7 @@ void Mariadb_store::end_batch() {
     mysql_unlock_tables(thd_, s.lock, false);
     reset_handler(s.table);
     s.locked = false;
+    s.reading = false;
   }
   locked_slots_.clear();
   if (trans_commit(thd_)) {
@@ -546,8 +554,10 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
     default: flag = HA_READ_KEY_EXACT;
   }
   handler *h = t->file;
-  h->ha_index_or_rnd_end();
-  if (int e = h->ha_index_init(idx.index_no_, true)) return Store_status::of(Store_errc::handler_error, e);
+  if (mod || h->inited != handler::INDEX || h->active_index != idx.index_no_) {
+    h->ha_index_or_rnd_end();
+    if (int e = h->ha_index_init(idx.index_no_, true)) return Store_status::of(Store_errc::handler_error, e);
+  }
 
   /* Modifying rows of the index being walked could revisit them: collect positions first then. */
   const bool deferred = mod && mod->op != Modify_op::remove && halloween_risk(t, idx, *mod);
@@ -609,7 +619,7 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
     if (req.has_in && r == HA_ERR_KEY_NOT_FOUND) continue;
     if (r != HA_ERR_RECORD_DELETED) break;
   }
-  h->ha_index_or_rnd_end();
+  if (mod) h->ha_index_or_rnd_end();  // a read leaves the index open for the next read of the batch
   if (!mr && !overflow && deferred && !refs_.empty() &&
       (r == 0 || r == HA_ERR_KEY_NOT_FOUND || r == HA_ERR_END_OF_FILE || r == HA_ERR_RECORD_DELETED)) {
     r = 0;

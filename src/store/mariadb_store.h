@@ -34,6 +34,7 @@ struct Table_slot {
   MYSQL_LOCK *lock = nullptr;
   bool for_write = false;
   bool locked = false;       // locked in the current batch
+  bool reading = false;      // a read statement is running on it (no write since start_stmt)
   bool in_use = false;       // slot allocated (else on the free list)
   uint64_t generation = 0;   // bumped on every (re)open
   uint32_t refs = 0;         // Open_index objects pointing here
