@@ -69,8 +69,7 @@ Hs_session::Exec Hs_session::reply_error(const Store_status &st, Byte_buffer &ou
     case Store_errc::ok: hs::encode_status(out, 0, ""); return Exec::done;
     case Store_errc::table_busy:
     case Store_errc::row_locked:
-      if (!parked_) parked_since_ms_ = monotonic_ms();
-      if (monotonic_ms() - parked_since_ms_ < cfg_.lock_wait_timeout_ms) return Exec::park;
+      if (may_wait_longer(cfg_.lock_wait_timeout_ms)) return Exec::park;
       code = 1;
       msg = "lock_wait_timeout";
       break;
@@ -119,7 +118,7 @@ Hs_session::Outcome Hs_session::run(Byte_buffer &in, Byte_buffer &out, unsigned 
   if (parked_) {
     if (execute(parked_req_, out) == Exec::park) return Outcome::parked;
     parked_ = false;
-    parked_since_ms_ = 0;
+    lock_wait_over();
     in.consume(parked_len_);
     ++done;
   }
@@ -144,13 +143,13 @@ Hs_session::Outcome Hs_session::run(Byte_buffer &in, Byte_buffer &out, unsigned 
         break;
     }
     if (execute(req, out) == Exec::park) {
-      if (!parked_since_ms_) parked_since_ms_ = monotonic_ms();
       parked_ = true;
       parked_req_ = req;
       parked_len_ = pr.consumed;
       counters_.add(counters_.lock_waits);
       return Outcome::parked;
     }
+    lock_wait_over();
     in.consume(pr.consumed);
     ++done;
   }

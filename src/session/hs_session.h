@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "common/byte_buffer.h"
-#include "common/clock.h"
 #include "common/config.h"
 #include "common/stats.h"
 #include "proto/hs/hs_protocol.h"
@@ -64,7 +63,6 @@ class Hs_session final : public Session {
   hs::Request parked_req_;
   size_t parked_len_ = 0;
   bool parked_ = false;
-  uint64_t parked_since_ms_ = 0;  // when the current request first had to wait for a lock
 };
 
 }  // namespace tablesocket

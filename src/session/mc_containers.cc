@@ -2,28 +2,10 @@
 
 #include <algorithm>
 
+#include "session/captured_rows.h"
+
 namespace tablesocket {
 namespace {
-
-/* Collects every row as a vector of strings (NULL as an empty string plus a flag). */
-class Table_rows final : public Row_sink {
- public:
-  struct Cell { std::string v; bool null; };
-  void begin(size_t ncols) override { ncols_ = ncols ? ncols : 1; }
-  void value(const char *p, size_t n) override { push(Cell{std::string(p, n), false}); }
-  void null() override { push(Cell{std::string(), true}); }
-  void end() override {}
-  void cancel() override { rows.clear(); }
-  bool would_overflow() const override { return rows.size() > 100000; }
-  std::vector<std::vector<Cell>> rows;
-
- private:
-  void push(Cell c) {
-    if (rows.empty() || rows.back().size() == ncols_) rows.emplace_back();
-    rows.back().push_back(std::move(c));
-  }
-  size_t ncols_ = 1;
-};
 
 std::string trim(std::string_view s) {
   size_t a = 0, b = s.size();
@@ -77,10 +59,9 @@ Store_status Mc_containers::refresh(Store &store, const std::string &schema, uin
     fr.op = Find_op::eq;
     fr.keys = &key;
     fr.nkeys = 1;
-    Table_rows rows;
-    if (store.find(options_idx_, fr, rows).ok() && !rows.rows.empty() && !rows.rows[0][0].null &&
-        !rows.rows[0][0].v.empty())
-      separator = rows.rows[0][0].v;
+    Captured_rows rows;
+    if (store.find(options_idx_, fr, rows).ok() && rows.nrows() && !rows.is_null(0, 0) && !rows.cell(0, 0).empty())
+      separator = rows.cell(0, 0);
   }
   Datum from{"", 0};
   Find_request fr;
@@ -88,23 +69,22 @@ Store_status Mc_containers::refresh(Store &store, const std::string &schema, uin
   fr.keys = &from;
   fr.nkeys = 1;
   fr.limit = 100000;
-  Table_rows rows;
+  Captured_rows rows(100000);
   Store_status st = store.find(containers_idx_, fr, rows);
   if (!st.ok()) return st;
   std::vector<Mc_container> list;
-  for (auto &r : rows.rows) {
-    if (r.size() != 9) continue;
+  for (size_t r = 0; rows.ncols() == 9 && r < rows.nrows(); ++r) {
     Mc_container c;
-    c.name = r[0].v;
-    c.db = trim(r[1].v);
-    c.table = trim(r[2].v);
-    c.key_column = trim(r[3].v);
-    c.value_columns = split_columns(r[4].v);
-    std::string flags = trim(r[5].v);
-    if (!r[5].null && !flags.empty() && flags != "0") c.flags_column = flags;
-    if (!r[6].null) c.cas_column = trim(r[6].v);
-    if (!r[7].null) c.expiry_column = trim(r[7].v);
-    c.index = trim(r[8].v);
+    c.name = rows.cell(r, 0);
+    c.db = trim(rows.cell(r, 1));
+    c.table = trim(rows.cell(r, 2));
+    c.key_column = trim(rows.cell(r, 3));
+    c.value_columns = split_columns(rows.cell(r, 4));
+    std::string flags = trim(rows.cell(r, 5));
+    if (!rows.is_null(r, 5) && !flags.empty() && flags != "0") c.flags_column = flags;
+    if (!rows.is_null(r, 6)) c.cas_column = trim(rows.cell(r, 6));
+    if (!rows.is_null(r, 7)) c.expiry_column = trim(rows.cell(r, 7));
+    c.index = trim(rows.cell(r, 8));
     if (c.db.empty() || c.table.empty() || c.key_column.empty() || c.value_columns.empty()) continue;
     c.columns = c.key_column;
     for (auto &v : c.value_columns) c.columns += "," + v;

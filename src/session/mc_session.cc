@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "common/kv_cas.h"
+#include "session/captured_rows.h"
 
 namespace tablesocket {
 namespace {
@@ -20,26 +21,6 @@ constexpr int32_t kRelativeExptimeMax = 60 * 60 * 24 * 30;  // memcached: larger
 
 /* CAS values: unique across workers and increasing across restarts (seeded by the clock). */
 std::atomic<uint64_t> g_cas{0};
-
-/* Captures rows of a container's open index (key, values..., flags, cas, expiry). */
-class Item_rows final : public Row_sink {
- public:
-  Item_rows(const Kv_layout &l, std::vector<std::string> &cells, std::vector<bool> &nulls)
-      : layout_(l), cells_(cells), nulls_(nulls) {}
-  void begin(size_t ncols) override { ncols_ = ncols; }
-  void value(const char *p, size_t n) override { cells_.emplace_back(p, n); nulls_.push_back(false); }
-  void null() override { cells_.emplace_back(); nulls_.push_back(true); }
-  void end() override {}
-  void cancel() override { cells_.clear(); nulls_.clear(); }
-  bool would_overflow() const override { return false; }
-  size_t ncols() const { return ncols_; }
-
- private:
-  const Kv_layout &layout_;
-  std::vector<std::string> &cells_;
-  std::vector<bool> &nulls_;
-  size_t ncols_ = 1;
-};
 
 uint64_t to_u64(const std::string &s) {
   uint64_t v = 0;
@@ -129,8 +110,9 @@ Mc_session::Open_container *Mc_session::resolve(std::string_view key, std::strin
   return open_container(*c, st);
 }
 
-void Mc_session::decode_items(const Kv_layout &l, const std::vector<std::string> &cells,
-                              const std::vector<bool> &nulls, std::vector<Item> &items) {
+void Mc_session::decode_items(const Kv_layout &l, const Captured_rows &rows, std::vector<Item> &items) {
+  const std::vector<std::string> &cells = rows.cells;
+  const std::vector<bool> &nulls = rows.nulls;
   const size_t nc = 1 + l.nvalues + (l.flags >= 0) + (l.cas >= 0) + (l.expiry >= 0);
   const int64_t now = int64_t(time(nullptr));
   for (size_t r = 0; r + nc <= cells.size(); r += nc) {
@@ -166,12 +148,10 @@ Store_status Mc_session::lookup(Open_container &oc, const std::string_view *keys
     fr.in_values = in.data();
     fr.nin_values = uint32_t(n);
   }
-  std::vector<std::string> cells;
-  std::vector<bool> nulls;
-  Item_rows sink(oc.def.layout, cells, nulls);
+  Captured_rows sink;
   Store_status st = store_.find(oc.idx, fr, sink);
   if (!st.ok()) return st;
-  decode_items(oc.def.layout, cells, nulls, items);
+  decode_items(oc.def.layout, sink, items);
   return {};
 }
 
@@ -217,12 +197,10 @@ Store_status Mc_session::range(Open_container &oc, std::string_view spec, std::v
     fr.filters = &stop;
     fr.nfilters = 1;
   }
-  std::vector<std::string> cells;
-  std::vector<bool> nulls;
-  Item_rows sink(oc.def.layout, cells, nulls);
+  Captured_rows sink;
   Store_status st = store_.find(oc.idx, fr, sink);
   if (!st.ok()) return st;
-  decode_items(oc.def.layout, cells, nulls, items);
+  decode_items(oc.def.layout, sink, items);
   return {};
 }
 
@@ -249,11 +227,9 @@ void Mc_session::drop_refused_item(std::string_view key) {
 }
 
 Mc_session::Exec Mc_session::server_error(const Store_status &st, Byte_buffer &out, bool noreply) {
-  if (st.errc == Store_errc::table_busy || st.errc == Store_errc::row_locked) {
-    uint64_t now = monotonic_ms();
-    if (!parked_since_ms_) parked_since_ms_ = now;
-    if (now - parked_since_ms_ < cfg_.lock_wait_timeout_ms) return Exec::park;
-  }
+  if ((st.errc == Store_errc::table_busy || st.errc == Store_errc::row_locked) &&
+      may_wait_longer(cfg_.lock_wait_timeout_ms))
+    return Exec::park;
   counters_.add(counters_.errors);
   if (noreply) return Exec::done;
   std::string msg;
@@ -287,7 +263,7 @@ Session_outcome Mc_session::run(Byte_buffer &in, Byte_buffer &out, unsigned max_
     Exec e = execute(parked_rq_, out);
     if (e == Exec::park) return Session_outcome::parked;
     parked_ = false;
-    parked_since_ms_ = 0;
+    lock_wait_over();
     in.consume(parked_len_);
     ++done;
     if (e == Exec::close) return Session_outcome::close;
@@ -330,7 +306,7 @@ Session_outcome Mc_session::run(Byte_buffer &in, Byte_buffer &out, unsigned max_
       counters_.add(counters_.lock_waits);
       return Session_outcome::parked;
     }
-    parked_since_ms_ = 0;
+    lock_wait_over();
     in.consume(pr.consumed);
     ++done;
     if (e == Exec::close) return Session_outcome::close;
@@ -422,10 +398,11 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
       }
     } else {
       st = lookup(*oc, &row_key, 1, items_);
-      if (items_.size() > first) items_.back().key.assign(key);  // memcached echoes the key as asked
+      if (items_.size() > first) items_.back().reply_key.assign(key);  // memcached echoes the key as asked
     }
     if (!st.ok()) return server_error(st, out, false);
-    for (size_t n = first; n < items_.size(); ++n) gathered += items_[n].value.size() + items_[n].key.size() + 64;
+    for (size_t n = first; n < items_.size(); ++n)
+      gathered += items_[n].value.size() + items_[n].key.size() + items_[n].reply_key.size() + 64;
     owner.resize(items_.size(), oc);
     if (gathered > cfg_.max_output_buffer) {
       /* Items are gathered before the reply (a lock wait may re-run the request): bounded. */
@@ -439,21 +416,17 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
     const int64_t expiry = absolute_expiry(rq.exptime);
     for (size_t i = 0; i < items_.size(); ++i) {
       if (!owner[i]) continue;
-      std::string_view row_key = items_[i].key;
-      if (row_key.size() > 2 && row_key[0] == '@' && row_key[1] == '@') {
-        size_t dot = row_key.find('.');
-        row_key = dot == std::string_view::npos ? std::string_view() : row_key.substr(dot + 1);
-      }
       Kv_request kr;
       kr.op = Kv_op::touch;
-      kr.key = Datum{row_key.data() ? row_key.data() : "", row_key.size()};
+      kr.key = Datum{items_[i].key.data(), items_[i].key.size()};
       kr.expiry = expiry;
       Kv_result res;
       Store_status st = write(*owner[i], kr, &res);
       if (!st.ok()) return server_error(st, out, false);
     }
   }
-  for (auto &it : items_) mc::encode_value(out, it.key, it.flags, it.value, with_cas, it.cas);
+  for (auto &it : items_)
+    mc::encode_value(out, it.reply_key.empty() ? it.key : it.reply_key, it.flags, it.value, with_cas, it.cas);
   mc::encode_reply(out, Mc_reply::end);
   counters_.add(counters_.rows_read, items_.size());
   return Exec::done;

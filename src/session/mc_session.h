@@ -11,6 +11,7 @@
 #include "common/config.h"
 #include "common/stats.h"
 #include "proto/mc/mc_protocol.h"
+#include "session/captured_rows.h"
 #include "session/mc_containers.h"
 #include "session/session.h"
 #include "store/store.h"
@@ -31,7 +32,8 @@ class Mc_session final : public Session {
   };
   /* A found item: its key, value (joined value columns), flags, cas and expiry. */
   struct Item {
-    std::string key, value;
+    std::string key, value;  // key: the row's key
+    std::string reply_key;   // the key as the client asked for it (e.g. "@@name.key"), if different
     uint32_t flags = 0;
     uint64_t cas = 0;
     int64_t expiry = 0;
@@ -55,8 +57,7 @@ class Mc_session final : public Session {
   Open_container *open_container(const Mc_container &c, Store_status *st);
   /* Looks up keys (all in container oc); appends found, unexpired items in request order. */
   /* Turns captured rows into items, dropping expired ones. */
-  static void decode_items(const Kv_layout &l, const std::vector<std::string> &cells,
-                           const std::vector<bool> &nulls, std::vector<Item> &items);
+  static void decode_items(const Kv_layout &l, const Captured_rows &rows, std::vector<Item> &items);
   Store_status lookup(Open_container &oc, const std::string_view *keys, size_t n, std::vector<Item> &items);
   Store_status range(Open_container &oc, std::string_view spec, std::vector<Item> &items);
   Store_status write(Open_container &oc, Kv_request &kr, Kv_result *res);
@@ -78,7 +79,6 @@ class Mc_session final : public Session {
   mc::Mc_request rq_, parked_rq_;
   size_t parked_len_ = 0;
   bool parked_ = false;
-  uint64_t parked_since_ms_ = 0;
   uint64_t swallow_ = 0;
   std::vector<Item> items_;
   std::string config_error_;  // backs Store_status::message for configuration errors

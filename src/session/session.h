@@ -2,7 +2,10 @@
 #ifndef TABLESOCKET_SESSION_SESSION_H
 #define TABLESOCKET_SESSION_SESSION_H
 
+#include <cstdint>
+
 #include "common/byte_buffer.h"
+#include "common/clock.h"
 
 namespace tablesocket {
 
@@ -23,6 +26,21 @@ class Session {
   /* Set when a write of this session succeeded in the current batch; the worker clears it after
      the batch commits (and closes the connection if the commit failed). */
   bool wrote_in_batch = false;
+
+ protected:
+  /* The lock-wait policy every protocol shares: true while a request that met a busy table or
+     row may keep waiting (it is parked and retried), false once timeout_ms have passed since it
+     first had to wait. */
+  bool may_wait_longer(unsigned timeout_ms) {
+    const uint64_t now = monotonic_ms();
+    if (!lock_wait_since_ms_) lock_wait_since_ms_ = now;
+    return now - lock_wait_since_ms_ < timeout_ms;
+  }
+  /* The request was answered: the next one that has to wait starts its own clock. */
+  void lock_wait_over() { lock_wait_since_ms_ = 0; }
+
+ private:
+  uint64_t lock_wait_since_ms_ = 0;
 };
 
 }  // namespace tablesocket

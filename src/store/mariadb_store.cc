@@ -435,8 +435,7 @@ void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_
     }
     len += kp.store_length;
   }
-  if (key_buf_.size() < k.key_length + 8) key_buf_.resize(k.key_length + 8);
-  key_copy(key_buf_.data(), t->record[0], &k, len);
+  key_copy(key_buffer(k), t->record[0], &k, len);
   *key_len = len;
 }
 

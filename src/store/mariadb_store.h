@@ -77,6 +77,11 @@ class Mariadb_store final : public Store {
 
   /* ---- reads (mariadb_store.cc) ---- */
   void build_key(TABLE *t, KEY &k, const Find_request &req, uint32_t in_index, uint *key_len);
+  /* key_buf_, grown to hold a key image of k. */
+  uchar *key_buffer(const KEY &k) {
+    if (key_buf_.size() < k.key_length + 8) key_buf_.resize(k.key_length + 8);
+    return key_buf_.data();
+  }
   void emit_row(TABLE *t, const Open_index &idx, Row_sink &sink);
   Store_status prepare_filters(TABLE *t, const Open_index &idx, const Find_request &req);
   int check_filters(TABLE *t, const Open_index &idx, const Find_request &req);
@@ -94,12 +99,14 @@ class Mariadb_store final : public Store {
                           std::string_view value, bool exists_physically);
 
   /* ---- writes (mariadb_store_write.cc) ---- */
-  Store_status begin_write(Table_slot &s, enum_sql_command command);
+  Store_status begin_write(Table_slot &s);
   /* Ends a write statement: keeps (ok) or rolls back its changes. False if keeping failed. */
   bool end_write(Table_slot &s, bool ok);
   Store_status store_value(Field *f, const Datum &v);
   Store_status failed_write(Table_slot &s, int handler_error);
   Store_status commit_failed();
+  /* The code failed_write() takes for a status from a nested step (0 when it succeeded). */
+  static int write_error_code(const Store_status &st);
   /* True (message in last_error_) when an insert leaves out a column that needs a value. */
   bool missing_required_values(TABLE *t, bool raise = true);
   /* A unique key all of whose columns the current insert gives, or MAX_KEY. */

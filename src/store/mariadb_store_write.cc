@@ -28,7 +28,7 @@ long long parse_ll(const Datum &v) {
 
 }  // namespace
 
-Store_status Mariadb_store::begin_write(Table_slot &s, enum_sql_command command) {
+Store_status Mariadb_store::begin_write(Table_slot &s) {
   if (opt_readonly) return Store_status::of(Store_errc::server_read_only);
   if (!backup_locked_) {
     /* The protection DML takes against FLUSH TABLES WITH READ LOCK and BACKUP STAGE, held until the
@@ -51,7 +51,6 @@ Store_status Mariadb_store::begin_write(Table_slot &s, enum_sql_command command)
   thd_->cuted_fields = 0;
   thd_->abort_on_warning = thd_->is_strict_mode();
   thd_->get_stmt_da()->set_current_row_for_warning(1);  // messages say "at row 1", as SQL's do
-  (void)command;
   return {};
 }
 
@@ -127,6 +126,12 @@ Store_status Mariadb_store::store_value(Field *f, const Datum &v) {
   return {};
 }
 
+int Mariadb_store::write_error_code(const Store_status &st) {
+  if (st.ok()) return 0;
+  if (st.errc == Store_errc::bad_value) return kBadValue;
+  return st.handler_error ? st.handler_error : HA_ERR_GENERIC;
+}
+
 Store_status Mariadb_store::commit_failed() {
   Store_status st = Store_status::of(Store_errc::commit_failed);
   st.message = last_error_;
@@ -155,7 +160,7 @@ Store_status Mariadb_store::insert(Open_index &idx, const Datum *values, uint32_
   if (!st.ok()) return st;
   if (n > idx.columns_.size()) return Store_status::of(Store_errc::too_many_values);
   Table_slot &s = slots_[idx.slot_];
-  st = begin_write(s, SQLCOM_INSERT);
+  st = begin_write(s);
   if (!st.ok()) return st;
   handler *h = t->file;
   restore_record(t, s->default_values);  // t->s->default_values: every column at its default
@@ -174,15 +179,14 @@ Store_status Mariadb_store::insert(Open_index &idx, const Datum *values, uint32_
       int e = HA_ERR_KEY_NOT_FOUND;
       if (key_nr < t->s->keys) {
         KEY &uk = t->key_info[key_nr];
-        if (key_buf_.size() < uk.key_length + 8) key_buf_.resize(uk.key_length + 8);
-        key_copy(key_buf_.data(), t->record[0], &uk, 0);
+        key_copy(key_buffer(uk), t->record[0], &uk, 0);
         e = h->ha_index_read_idx_map(t->record[1], key_nr, key_buf_.data(), HA_WHOLE_KEY, HA_READ_KEY_EXACT);
       }
       if (e == 0) {
         t->next_number_field = nullptr;
         result->has_insert_id = t->found_next_number_field != nullptr;
         st = update_existing(t, idx, values, n, result);
-        r = st.ok() ? 0 : (st.errc == Store_errc::bad_value ? kBadValue : st.handler_error ? st.handler_error : HA_ERR_GENERIC);
+        r = write_error_code(st);
         updated_existing = true;
       } else if (e != HA_ERR_KEY_NOT_FOUND && e != HA_ERR_END_OF_FILE) {
         r = e;
@@ -204,7 +208,7 @@ Store_status Mariadb_store::insert(Open_index &idx, const Datum *values, uint32_
     if (upsert && (r == HA_ERR_FOUND_DUPP_KEY || r == HA_ERR_FOUND_DUPP_UNIQUE)) {
       t->next_number_field = nullptr;
       st = upsert_existing(t, idx, values, n, r, result);
-      r = st.ok() ? 0 : (st.errc == Store_errc::bad_value ? kBadValue : st.handler_error ? st.handler_error : HA_ERR_GENERIC);
+      r = write_error_code(st);
     }
     if (upsert) h->extra(HA_EXTRA_NO_IGNORE_DUP_KEY);
   }
@@ -222,8 +226,7 @@ Store_status Mariadb_store::upsert_existing(TABLE *t, const Open_index &idx, con
   uint key_nr = h->get_dup_key(dup_error);
   if (key_nr >= t->s->keys) return Store_status::of(Store_errc::handler_error, dup_error);
   KEY &k = t->key_info[key_nr];
-  if (key_buf_.size() < k.key_length + 8) key_buf_.resize(k.key_length + 8);
-  key_copy(key_buf_.data(), t->record[0], &k, 0);
+  key_copy(key_buffer(k), t->record[0], &k, 0);
   if (int e = h->ha_index_read_idx_map(t->record[1], key_nr, key_buf_.data(), HA_WHOLE_KEY, HA_READ_KEY_EXACT))
     return Store_status::of(Store_errc::handler_error, e);
   return update_existing(t, idx, values, n, result);
@@ -327,7 +330,7 @@ Store_status Mariadb_store::modify(Open_index &idx, const Find_request &req, con
   if (mod.op != Modify_op::remove && mod.nvalues > idx.columns_.size())
     return Store_status::of(Store_errc::too_many_values);
   Table_slot &s = slots_[idx.slot_];
-  st = begin_write(s, SQLCOM_UPDATE);
+  st = begin_write(s);
   if (!st.ok()) return st;
   last_error_.clear();
   st = scan(idx, req, mod.returns_rows ? &sink : nullptr, &mod, modified);
