@@ -33,6 +33,18 @@ struct Config {
   std::string charset = "utf8mb4";        // character set of values sent and received
   std::string plain_secret;     // HandlerSocket-compatible `A 1 <secret>` on the read port ("" = none)
   std::string plain_secret_wr;  // the same on the read/write port
+
+  /* Accounts and privileges (docs/security.md). */
+  bool require_auth = false;         // unauthenticated connections may do nothing but log in
+  std::string anonymous_account;     // 'user'@'host' unauthenticated connections act as ("" = none)
+  bool allow_cleartext_passwords = false;  // cleartext logins over unencrypted TCP
+  unsigned privilege_check_interval_ms = 1000;  // cached privilege decisions live at most this long
+  unsigned max_user_connections = 0;  // per account, all protocols together; 0 = unlimited
+  unsigned auth_log_interval_s = 10;  // failed logins are logged at most once per interval (with a count)
+
+  /* TLS (net/tls): empty paths fall back to the server's own ssl_cert/ssl_key/ssl_ca. */
+  std::string ssl_cert, ssl_key, ssl_ca, ssl_capath, ssl_cipher;
+  bool require_tls = false;          // refuse TCP connections that do not start a TLS handshake
 };
 
 }  // namespace tablesocket

@@ -172,7 +172,10 @@ void Server::accept_loop() {
 
 void Server::accept_ready(Port &p) {
   for (int k = 0; k < 256 && !stopping_.load(); ++k) {
-    int fd = accept4(p.fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    Peer peer;
+    peer.addr_len = sizeof peer.addr;
+    int fd = accept4(p.fd.get(), reinterpret_cast<sockaddr *>(&peer.addr), &peer.addr_len,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -206,7 +209,17 @@ void Server::accept_ready(Port &p) {
     for (auto &w : workers_)
       if (w->load() < best->load()) best = w.get();
     live_connections.fetch_add(1, std::memory_order_relaxed);
-    best->hand_off(fd, &p);
+    if (!p.unix_path.empty()) {
+      peer.unix_socket = true;
+      peer.addr = sockaddr_storage{};
+      peer.addr_len = 0;
+    } else {
+      char host[NI_MAXHOST];
+      if (getnameinfo(reinterpret_cast<sockaddr *>(&peer.addr), peer.addr_len, host, sizeof host, nullptr, 0,
+                      NI_NUMERICHOST) == 0)
+        peer.ip = host;
+    }
+    best->hand_off(fd, &p, peer);
   }
 }
 

@@ -28,7 +28,7 @@ Worker::~Worker() {
   request_stop();
   join();
   std::lock_guard<std::mutex> g(handoff_mutex_);
-  for (auto &h : handoff_) ::close(h.first);
+  for (auto &h : handoff_) ::close(h.fd);
   handoff_.clear();
 }
 
@@ -67,10 +67,10 @@ void Worker::join() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Worker::hand_off(int fd, const Port *port) {
+void Worker::hand_off(int fd, const Port *port, const Peer &peer) {
   {
     std::lock_guard<std::mutex> g(handoff_mutex_);
-    handoff_.emplace_back(fd, port);
+    handoff_.push_back(Handoff{fd, port, peer});
   }
   counters_.connections.fetch_add(1, std::memory_order_relaxed);
   uint64_t one = 1;
@@ -98,7 +98,7 @@ void Worker::run() {
   reap_dead();
   std::lock_guard<std::mutex> g(handoff_mutex_);
   for (auto &h : handoff_) {
-    ::close(h.first);
+    ::close(h.fd);
     counters_.connections.fetch_sub(1, std::memory_order_relaxed);
     server_.live_connections.fetch_sub(1, std::memory_order_relaxed);
   }
@@ -106,20 +106,21 @@ void Worker::run() {
 }
 
 void Worker::adopt_new_connections(Store &store) {
-  std::vector<std::pair<int, const Port *>> fresh;
+  std::vector<Handoff> fresh;
   {
     std::lock_guard<std::mutex> g(handoff_mutex_);
     fresh.swap(handoff_);
   }
   for (auto &h : fresh) {
     auto c = std::make_unique<Connection>();
-    c->fd.reset(h.first);
-    c->port = h.second;
+    c->fd.reset(h.fd);
+    c->port = h.port;
+    c->peer = std::move(h.peer);
     c->last_io_ms = now_ms_;
     if (c->port->protocol == Protocol::mc)
-      c->session = std::make_unique<Mc_session>(store, cfg_, counters_);
+      c->session = std::make_unique<Mc_session>(store, cfg_, c->peer, counters_);
     else
-      c->session = std::make_unique<Hs_session>(store, cfg_, c->port->hs_policy, counters_);
+      c->session = std::make_unique<Hs_session>(store, cfg_, c->port->hs_policy, c->peer, counters_);
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.ptr = c.get();

@@ -12,6 +12,7 @@
 #include "common/byte_buffer.h"
 #include "common/clock.h"
 #include "common/config.h"
+#include "common/peer.h"
 #include "common/stats.h"
 #include "net/fd.h"
 #include "session/session.h"
@@ -25,6 +26,7 @@ class Store;
 struct Connection {
   Fd fd;
   const Port *port = nullptr;
+  Peer peer;                   // who connected; the session keeps a reference
   Byte_buffer in, out;
   std::unique_ptr<Session> session;
   uint64_t last_io_ms = 0;
@@ -43,7 +45,7 @@ class Worker {
   void request_stop();
   void join();
   /* Called by the acceptor thread: the worker takes ownership of fd. */
-  void hand_off(int fd, const Port *port);
+  void hand_off(int fd, const Port *port, const Peer &peer);
   int64_t load() const { return counters_.connections.load(std::memory_order_relaxed); }
   const Counters &counters() const { return counters_; }
 
@@ -68,7 +70,8 @@ class Worker {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::mutex handoff_mutex_;  // acceptor -> worker only; never taken on the request path
-  std::vector<std::pair<int, const Port *>> handoff_;
+  struct Handoff { int fd; const Port *port; Peer peer; };
+  std::vector<Handoff> handoff_;
   std::vector<std::unique_ptr<Connection>> conns_;
   std::vector<Connection *> pending_;
   std::vector<Connection *> batch_;

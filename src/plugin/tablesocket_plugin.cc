@@ -27,6 +27,9 @@ unsigned sv_output_high_water, sv_max_requests_per_batch, sv_ddl_check_interval,
 char *sv_plain_secret, *sv_plain_secret_wr, *sv_character_set;
 unsigned sv_mc_port, sv_mc_max_range_rows, sv_mc_max_value_size;
 char *sv_mc_socket, *sv_mc_config_schema;
+my_bool sv_require_auth, sv_allow_cleartext_passwords, sv_require_tls;
+char *sv_anonymous_account, *sv_ssl_cert, *sv_ssl_key, *sv_ssl_ca, *sv_ssl_capath, *sv_ssl_cipher;
+unsigned sv_privilege_check_interval, sv_max_user_connections, sv_auth_log_interval;
 
 const Config kDefaults;
 
@@ -120,6 +123,58 @@ MYSQL_SYSVAR_STR(plain_secret_wr, sv_plain_secret_wr, PLUGIN_VAR_READONLY | PLUG
                  "HandlerSocket-compatible shared secret for the read/write port. Empty: none.",
                  nullptr, nullptr, "");
 
+MYSQL_SYSVAR_BOOL(require_auth, sv_require_auth, PLUGIN_VAR_READONLY,
+                  "When ON, a connection that has not logged in with a MariaDB account (HandlerSocket "
+                  "'A 2'/'A 3'/'A 4', memcached ASCII authentication, or a TLS client certificate) may do "
+                  "nothing but log in, unless tablesocket_anonymous_account maps it to an account. When "
+                  "OFF, such connections act as tablesocket_anonymous_account if set, else without "
+                  "privilege checks (HandlerSocket's behaviour).",
+                  nullptr, nullptr, false);
+MYSQL_SYSVAR_STR(anonymous_account, sv_anonymous_account, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
+                 "An account ('user'@'host' or user@host) whose privileges connections that did not "
+                 "log in get, e.g. to keep legacy clients working with restricted rights while "
+                 "tablesocket_require_auth is ON. Empty: none.",
+                 nullptr, nullptr, "");
+MYSQL_SYSVAR_BOOL(allow_cleartext_passwords, sv_allow_cleartext_passwords, PLUGIN_VAR_READONLY,
+                  "Allow logins that send the password itself (HandlerSocket 'A 4', memcached ASCII "
+                  "authentication) over TCP connections without TLS. Off: such logins are refused "
+                  "unless the connection uses TLS or a unix socket; the challenge-response login "
+                  "('A 2' + 'A 3') is always allowed.",
+                  nullptr, nullptr, false);
+MYSQL_SYSVAR_UINT(privilege_check_interval, sv_privilege_check_interval, PLUGIN_VAR_READONLY,
+                  "Milliseconds a connection's privilege decision for an open index (and its account's "
+                  "global privileges and roles) is reused before it is checked again; a REVOKE or "
+                  "DROP USER reaches open connections within this bound.",
+                  nullptr, nullptr, kDefaults.privilege_check_interval_ms, 0, 3600000, 0);
+MYSQL_SYSVAR_UINT(max_user_connections, sv_max_user_connections, PLUGIN_VAR_READONLY,
+                  "Most connections one account may have logged in at once over all tablesocket "
+                  "ports (the account's own MAX_USER_CONNECTIONS also applies). 0: no limit.",
+                  nullptr, nullptr, kDefaults.max_user_connections, 0, 1000000, 0);
+MYSQL_SYSVAR_UINT(auth_log_interval, sv_auth_log_interval, PLUGIN_VAR_READONLY,
+                  "Failed logins are written to the error log at most once per this many seconds, "
+                  "with the number suppressed in between (Tablesocket_auth_failures counts all).",
+                  nullptr, nullptr, kDefaults.auth_log_interval_s, 1, 86400, 0);
+MYSQL_SYSVAR_STR(ssl_cert, sv_ssl_cert, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
+                 "PEM certificate for TLS on tablesocket's TCP ports. Empty: the server's ssl_cert.",
+                 nullptr, nullptr, "");
+MYSQL_SYSVAR_STR(ssl_key, sv_ssl_key, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
+                 "PEM private key for tablesocket_ssl_cert. Empty: the server's ssl_key.",
+                 nullptr, nullptr, "");
+MYSQL_SYSVAR_STR(ssl_ca, sv_ssl_ca, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
+                 "PEM CA bundle client certificates are verified against. Empty: the server's ssl_ca.",
+                 nullptr, nullptr, "");
+MYSQL_SYSVAR_STR(ssl_capath, sv_ssl_capath, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
+                 "Directory of CA certificates (c_rehash layout). Empty: the server's ssl_capath.",
+                 nullptr, nullptr, "");
+MYSQL_SYSVAR_STR(ssl_cipher, sv_ssl_cipher, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
+                 "OpenSSL cipher list for TLS 1.2 and older. Empty: the server's ssl_cipher, else "
+                 "OpenSSL's defaults.",
+                 nullptr, nullptr, "");
+MYSQL_SYSVAR_BOOL(require_tls, sv_require_tls, PLUGIN_VAR_READONLY,
+                  "Refuse TCP connections that do not begin with a TLS handshake (unix sockets are "
+                  "exempt). OFF: TLS is offered on every TCP port and detected from the first byte.",
+                  nullptr, nullptr, false);
+
 struct st_mysql_sys_var *system_variables[] = {
     MYSQL_SYSVAR(address), MYSQL_SYSVAR(hs_port), MYSQL_SYSVAR(hs_port_wr), MYSQL_SYSVAR(mc_port),
     MYSQL_SYSVAR(mc_socket), MYSQL_SYSVAR(mc_config_schema), MYSQL_SYSVAR(mc_max_range_rows),
@@ -129,7 +184,11 @@ struct st_mysql_sys_var *system_variables[] = {
     MYSQL_SYSVAR(max_output_buffer), MYSQL_SYSVAR(output_high_water),
     MYSQL_SYSVAR(max_requests_per_batch), MYSQL_SYSVAR(ddl_check_interval),
     MYSQL_SYSVAR(lock_wait_timeout), MYSQL_SYSVAR(character_set), MYSQL_SYSVAR(plain_secret),
-    MYSQL_SYSVAR(plain_secret_wr),
+    MYSQL_SYSVAR(plain_secret_wr), MYSQL_SYSVAR(require_auth), MYSQL_SYSVAR(anonymous_account),
+    MYSQL_SYSVAR(allow_cleartext_passwords), MYSQL_SYSVAR(privilege_check_interval),
+    MYSQL_SYSVAR(max_user_connections), MYSQL_SYSVAR(auth_log_interval), MYSQL_SYSVAR(ssl_cert),
+    MYSQL_SYSVAR(ssl_key), MYSQL_SYSVAR(ssl_ca), MYSQL_SYSVAR(ssl_capath), MYSQL_SYSVAR(ssl_cipher),
+    MYSQL_SYSVAR(require_tls),
     nullptr};
 
 /* ---- Status variables: Tablesocket_<counter>, summed over workers on demand ----------------- */
@@ -198,6 +257,19 @@ Config config_from_sysvars() {
   c.charset = sv_character_set && *sv_character_set ? sv_character_set : "utf8mb4";
   c.plain_secret = sv_plain_secret ? sv_plain_secret : "";
   c.plain_secret_wr = sv_plain_secret_wr ? sv_plain_secret_wr : "";
+  auto str = [](const char *v) { return std::string(v ? v : ""); };
+  c.require_auth = sv_require_auth;
+  c.anonymous_account = str(sv_anonymous_account);
+  c.allow_cleartext_passwords = sv_allow_cleartext_passwords;
+  c.privilege_check_interval_ms = sv_privilege_check_interval;
+  c.max_user_connections = sv_max_user_connections;
+  c.auth_log_interval_s = sv_auth_log_interval;
+  c.ssl_cert = str(sv_ssl_cert);
+  c.ssl_key = str(sv_ssl_key);
+  c.ssl_ca = str(sv_ssl_ca);
+  c.ssl_capath = str(sv_ssl_capath);
+  c.ssl_cipher = str(sv_ssl_cipher);
+  c.require_tls = sv_require_tls;
   return c;
 }
 

@@ -28,8 +28,9 @@ class Hs_session final : public Session {
  public:
   using Outcome = Session_outcome;
 
-  Hs_session(Store &store, const Config &cfg, const Hs_port_policy &policy, Counters &counters)
-      : store_(store), cfg_(cfg), policy_(policy), counters_(counters),
+  Hs_session(Store &store, const Config &cfg, const Hs_port_policy &policy, const Peer &peer,
+             Counters &counters)
+      : Session(peer), store_(store), cfg_(cfg), policy_(policy), counters_(counters),
         authorized_(policy.plain_secret.empty()) {}
 
   /* Executes up to max_requests complete requests from in (consuming them), writing to out. */

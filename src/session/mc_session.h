@@ -20,7 +20,8 @@ namespace tablesocket {
 
 class Mc_session final : public Session {
  public:
-  Mc_session(Store &store, const Config &cfg, Counters &counters) : store_(store), cfg_(cfg), counters_(counters) {}
+  Mc_session(Store &store, const Config &cfg, const Peer &peer, Counters &counters)
+      : Session(peer), store_(store), cfg_(cfg), counters_(counters) {}
   Session_outcome run(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) override;
   bool parked() const override { return parked_; }
 

@@ -6,6 +6,7 @@
 
 #include "common/byte_buffer.h"
 #include "common/clock.h"
+#include "common/peer.h"
 
 namespace tablesocket {
 
@@ -18,6 +19,7 @@ enum class Session_outcome : unsigned char {
 
 class Session {
  public:
+  explicit Session(const Peer &peer) : peer_(peer) {}
   virtual ~Session() = default;
   /* Executes up to max_requests complete requests from in (consuming them), appending to out. */
   virtual Session_outcome run(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) = 0;
@@ -28,6 +30,8 @@ class Session {
   bool wrote_in_batch = false;
 
  protected:
+  const Peer &peer_;  // owned by the connection, which outlives its session
+
   /* The lock-wait policy every protocol shares: true while a request that met a busy table or
      row may keep waiting (it is parked and retried), false once timeout_ms have passed since it
      first had to wait. */
