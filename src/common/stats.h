@@ -25,7 +25,10 @@ namespace tablesocket {
   X(table_yields, "tables closed to let DDL or FLUSH proceed")          \
   X(lock_waits, "requests parked waiting for a metadata lock")          \
   X(protocol_errors, "connections closed for oversized or malformed input") \
-  X(timeouts, "connections closed as idle")
+  X(timeouts, "connections closed as idle")                             \
+  X(auth_successes, "logins with a MariaDB account that succeeded")     \
+  X(auth_failures, "logins (and shared-secret checks) that failed")     \
+  X(access_denied, "requests refused for lack of a privilege")
 
 struct Counters {
 #define TS_DECLARE_COUNTER(name, desc) std::atomic<uint64_t> name{0};

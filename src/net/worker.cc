@@ -82,7 +82,8 @@ void Worker::run() {
     if (wait_for_server_start(stop_)) {
       char name[64];
       snprintf(name, sizeof name, "tablesocket worker %u", id_);
-      std::unique_ptr<Store> store = make_mariadb_store(counters_, name, cfg_.charset.c_str());
+      std::unique_ptr<Store> store = make_mariadb_store(counters_, name, cfg_.charset.c_str(),
+                                                         cfg_.privilege_check_interval_ms);
       if (store) {
         serve(*store);
         for (auto &c : conns_) close_connection(*c);

@@ -115,11 +115,11 @@ MYSQL_SYSVAR_STR(character_set, sv_character_set, PLUGIN_VAR_READONLY | PLUGIN_V
                  "column's character set. 'binary' stores and returns bytes unchanged, as "
                  "HandlerSocket did.",
                  nullptr, nullptr, "utf8mb4");
-MYSQL_SYSVAR_STR(plain_secret, sv_plain_secret, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC | PLUGIN_VAR_NOCMDOPT,
+MYSQL_SYSVAR_STR(plain_secret, sv_plain_secret, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
                  "HandlerSocket-compatible shared secret for the read port ('A 1 <secret>'), compared "
                  "in constant time. Empty: no authentication on that port.",
                  nullptr, nullptr, "");
-MYSQL_SYSVAR_STR(plain_secret_wr, sv_plain_secret_wr, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC | PLUGIN_VAR_NOCMDOPT,
+MYSQL_SYSVAR_STR(plain_secret_wr, sv_plain_secret_wr, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
                  "HandlerSocket-compatible shared secret for the read/write port. Empty: none.",
                  nullptr, nullptr, "");
 

@@ -57,6 +57,13 @@ bool secret_equal(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+void Hs_session::reply_denied(Byte_buffer &out, std::string_view message) {
+  counters_.add(counters_.errors);
+  out.append(std::string_view("3\t1\t"));
+  hs::escape_into(out, message.data(), message.size());
+  out.push_back('\n');
+}
+
 void Hs_session::reply_client_error(Byte_buffer &out, uint32_t code, const char *msg) {
   counters_.add(counters_.errors);
   hs::encode_status(out, code, msg);
@@ -104,6 +111,10 @@ Hs_session::Exec Hs_session::reply_error(const Store_status &st, Byte_buffer &ou
     case Store_errc::handler_error:
       counters_.add(counters_.errors);
       hs::encode_number(out, 1, uint64_t(st.handler_error));
+      return Exec::done;
+    case Store_errc::access_denied:
+      counters_.add(counters_.access_denied);
+      reply_denied(out, st.message.empty() ? std::string_view("access denied") : st.message);
       return Exec::done;
   }
   reply_client_error(out, code, msg);
@@ -160,8 +171,7 @@ Hs_session::Exec Hs_session::execute(const hs::Request &req, Byte_buffer &out) {
   switch (req.command) {
     case hs::Command::auth:
       counters_.add(counters_.requests_auth);
-      exec_auth(req.auth, out);
-      return Exec::done;
+      return exec_auth(req.auth, out);
     case hs::Command::open_index:
       counters_.add(counters_.requests_open);
       if (!authorized_) { reply_client_error(out, 3, "unauth"); return Exec::done; }
@@ -174,12 +184,66 @@ Hs_session::Exec Hs_session::execute(const hs::Request &req, Byte_buffer &out) {
   return Exec::done;
 }
 
-void Hs_session::exec_auth(const hs::Auth_request &r, Byte_buffer &out) {
-  if (r.type != "1") { reply_client_error(out, 3, "authtype"); return; }
-  std::string_view key = r.nargs ? r.args[0].view() : std::string_view();
-  authorized_ = secret_equal(key, policy_.plain_secret);
-  if (!authorized_) { reply_client_error(out, 3, "unauth"); return; }
+Hs_session::Exec Hs_session::exec_auth(const hs::Auth_request &r, Byte_buffer &out) {
+  if (r.type == "1") {
+    /* HandlerSocket's shared secret for this port. */
+    std::string_view key = r.nargs ? r.args[0].view() : std::string_view();
+    authorized_ = secret_equal(key, policy_.plain_secret);
+    if (!authorized_) {
+      auth_.secret_failed();
+      reply_client_error(out, 3, "unauth");
+      return Exec::done;
+    }
+    hs::encode_status(out, 0, "");
+    return Exec::done;
+  }
+  if (r.type == "2") {
+    /* A challenge for the mysql_native_password login: 0 1 <40 hex digits>. */
+    std::string hex;
+    auth_.new_challenge(&hex);
+    out.append(std::string_view("0\t1\t"));
+    out.append(hex);
+    out.push_back('\n');
+    return Exec::done;
+  }
+  if (r.type != "3" && r.type != "4") {
+    reply_client_error(out, 3, "authtype");
+    return Exec::done;
+  }
+  const std::string_view user = r.nargs > 0 ? r.args[0].view() : std::string_view();
+  std::string_view secret = r.nargs > 1 ? r.args[1].view() : std::string_view();
+  Login_method method = Login_method::cleartext;
+  unsigned char token[20];
+  if (r.type == "3") {
+    method = Login_method::native;
+    if (!secret.empty()) {
+      /* The token as 40 hex digits ("" for an account without a password). */
+      bool ok = secret.size() == 40;
+      for (size_t i = 0; ok && i < 20; ++i) {
+        auto hv = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; };
+        int hi = hv(secret[2 * i]), lo = hv(secret[2 * i + 1]);
+        ok = hi >= 0 && lo >= 0;
+        token[i] = (unsigned char)(hi << 4 | lo);
+      }
+      if (!ok) {
+        reply_denied(out, "malformed token: expected 40 hex digits");
+        return Exec::done;
+      }
+      secret = std::string_view(reinterpret_cast<const char *>(token), sizeof token);
+    }
+  }
+  Store_status st = auth_.login(method, user, secret);
+  if (st.errc == Store_errc::access_denied) {
+    reply_denied(out, st.message);
+    return Exec::done;
+  }
+  if (!st.ok()) return reply_error(st, out);
+  /* A new account: what was opened for the old one is forgotten (its privileges differ). */
+  indexes_.clear();
+  auth_.forget_previous_account();
+  authorized_ = true;
   hs::encode_status(out, 0, "");
+  return Exec::done;
 }
 
 Hs_session::Exec Hs_session::exec_open(const hs::Open_index_request &r, Byte_buffer &out) {
@@ -193,6 +257,13 @@ Hs_session::Exec Hs_session::exec_open(const hs::Open_index_request &r, Byte_buf
   spec.columns = r.columns;
   spec.filter_columns = r.filter_columns;
   spec.for_write = policy_.writable;
+  Auth_state::Identity id;
+  Store_status ist = auth_.identity(&id, &spec.principal);
+  if (!ist.ok()) return reply_error(ist, out);
+  if (id == Auth_state::Identity::unauthenticated) {
+    reply_client_error(out, 3, "unauth");
+    return Exec::done;
+  }
   Open_index idx;
   Store_status st = store_.open_index(spec, idx);
   if (!st.ok()) {

@@ -13,6 +13,7 @@
 #include "common/config.h"
 #include "common/stats.h"
 #include "proto/hs/hs_protocol.h"
+#include "session/auth.h"
 #include "session/session.h"
 #include "store/store.h"
 
@@ -31,7 +32,7 @@ class Hs_session final : public Session {
   Hs_session(Store &store, const Config &cfg, const Hs_port_policy &policy, const Peer &peer,
              Counters &counters)
       : Session(peer), store_(store), cfg_(cfg), policy_(policy), counters_(counters),
-        authorized_(policy.plain_secret.empty()) {}
+        auth_(store, cfg, peer, counters), authorized_(policy.plain_secret.empty()) {}
 
   /* Executes up to max_requests complete requests from in (consuming them), writing to out. */
   Outcome run(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) override;
@@ -42,7 +43,9 @@ class Hs_session final : public Session {
   Exec execute(const hs::Request &req, Byte_buffer &out);
   Exec exec_open(const hs::Open_index_request &r, Byte_buffer &out);
   Exec exec_on_index(const hs::Exec_request &r, Byte_buffer &out);
-  void exec_auth(const hs::Auth_request &r, Byte_buffer &out);
+  Exec exec_auth(const hs::Auth_request &r, Byte_buffer &out);
+  /* Replies `3\t1\t<message>` (escaped): authentication and privilege errors. */
+  void reply_denied(Byte_buffer &out, std::string_view message);
   /* The one place store errors become HandlerSocket wire text. Returns park for table_busy. */
   Exec reply_error(const Store_status &st, Byte_buffer &out);
   Exec exec_write(Open_index &idx, const hs::Exec_request &r, Byte_buffer &out);
@@ -56,7 +59,8 @@ class Hs_session final : public Session {
   const Config &cfg_;
   const Hs_port_policy &policy_;
   Counters &counters_;
-  bool authorized_;
+  Auth_state auth_;  // before indexes_: their Open_index objects point to its account
+  bool authorized_;  // passed the port's shared secret (or needs none)
   std::unordered_map<uint32_t, Open_index> indexes_;
   hs::Parse_scratch scratch_;
   std::string in_bytes_;            // IN values fetched from another index, back to back

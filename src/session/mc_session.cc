@@ -69,6 +69,7 @@ Mc_session::Open_container *Mc_session::open_container(const Mc_container &c, St
   spec.columns = c.columns;
   spec.filter_columns = c.key_column;  // range gets stop with a filter on the key
   spec.for_write = true;
+  spec.principal = principal_;
   *st = store_.open_index(spec, oc.idx);
   if (!st->ok()) return nullptr;
   auto &slot = open_[c.name];
@@ -246,6 +247,14 @@ Mc_session::Exec Mc_session::server_error(const Store_status &st, Byte_buffer &o
     case Store_errc::commit_failed:
       msg = st.message.empty() ? std::string("value rejected") : std::string(st.message);
       break;
+    case Store_errc::access_denied:
+      /* The client's account lacks a privilege: the client's problem, as memcached words it. */
+      counters_.add(counters_.access_denied);
+      msg = st.message.empty() ? std::string("access denied") : std::string(st.message);
+      for (char &c : msg)
+        if (c == '\r' || c == '\n') c = ' ';
+      mc::encode_client_error(out, msg);
+      return Exec::done;
     default: msg = "request failed"; break;
   }
   for (char &c : msg)
@@ -314,7 +323,40 @@ Session_outcome Mc_session::run(Byte_buffer &in, Byte_buffer &out, unsigned max_
   return Session_outcome::idle;
 }
 
+Mc_session::Exec Mc_session::exec_ascii_auth(const Mc_request &rq, Byte_buffer &out) {
+  counters_.add(counters_.requests_auth);
+  std::string_view data = rq.data;
+  size_t sp = data.find(' ');
+  std::string_view user = sp == std::string_view::npos ? data : data.substr(0, sp);
+  std::string_view password = sp == std::string_view::npos ? std::string_view() : data.substr(sp + 1);
+  Store_status st = auth_.login(Login_method::cleartext, user, password);
+  if (st.errc == Store_errc::table_busy || st.errc == Store_errc::row_locked) return server_error(st, out, rq.noreply);
+  if (!st.ok()) {
+    counters_.add(counters_.errors);
+    if (!rq.noreply) mc::encode_client_error(out, "authentication failure");
+    return Exec::done;
+  }
+  open_.clear();
+  auth_.forget_previous_account();
+  if (!rq.noreply) mc::encode_reply(out, Mc_reply::stored);
+  return Exec::done;
+}
+
 Mc_session::Exec Mc_session::execute(const Mc_request &rq, Byte_buffer &out) {
+  if (rq.command != Mc_command::quit) {
+    /* Who this request runs as. With tablesocket_require_auth, memcached clients log in the way
+       memcached's -Y mode has them (or with a TLS client certificate); the anonymous account
+       applies to them only while require_auth is off. */
+    Auth_state::Identity id;
+    Store_status st = auth_.identity(&id, &principal_, !cfg_.require_auth);
+    if (!st.ok()) return server_error(st, out, false);
+    if (id == Auth_state::Identity::unauthenticated) {
+      if (cfg_.require_auth && rq.command == Mc_command::set) return exec_ascii_auth(rq, out);
+      counters_.add(counters_.errors);
+      if (!rq.noreply) mc::encode_client_error(out, "unauthenticated");
+      return Exec::done;
+    }
+  }
   switch (rq.command) {
     case Mc_command::get:
     case Mc_command::gets:
@@ -539,6 +581,7 @@ Mc_session::Exec Mc_session::exec_flush(const Mc_request &rq, Byte_buffer &out) 
     spec.columns = oc->def.expiry_column;
     spec.filter_columns = oc->def.expiry_column;
     spec.for_write = true;
+    spec.principal = principal_;
     st = store_.open_index(spec, exp_idx);
     if (!st.ok()) return server_error(st, out, rq.noreply);
     /* Rows that never expire, or would expire later than the flush, expire at the flush; rows

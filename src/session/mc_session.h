@@ -13,6 +13,7 @@
 #include "proto/mc/mc_protocol.h"
 #include "session/captured_rows.h"
 #include "session/mc_containers.h"
+#include "session/auth.h"
 #include "session/session.h"
 #include "store/store.h"
 
@@ -21,7 +22,7 @@ namespace tablesocket {
 class Mc_session final : public Session {
  public:
   Mc_session(Store &store, const Config &cfg, const Peer &peer, Counters &counters)
-      : Session(peer), store_(store), cfg_(cfg), counters_(counters) {}
+      : Session(peer), store_(store), cfg_(cfg), counters_(counters), auth_(store, cfg, peer, counters) {}
   Session_outcome run(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) override;
   bool parked() const override { return parked_; }
 
@@ -70,10 +71,15 @@ class Mc_session final : public Session {
   void drop_refused_item(std::string_view key);
   /* Server-side failure reply ("SERVER_ERROR ..."), or park for a lock wait. */
   Exec server_error(const Store_status &st, Byte_buffer &out, bool noreply);
+  /* memcached's ASCII authentication (its -Y mode): the data of the first "set" is
+     "<user> <password>". */
+  Exec exec_ascii_auth(const mc::Mc_request &rq, Byte_buffer &out);
 
   Store &store_;
   const Config &cfg_;
   Counters &counters_;
+  Auth_state auth_;               // before open_: its account outlives the open containers
+  Principal *principal_ = nullptr;  // the account requests run as (null: no privilege checks)
   Mc_containers containers_;
   std::unordered_map<std::string, Open_container> open_;
   std::string current_;  // the connection's container ("" = default)

@@ -242,13 +242,18 @@ Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
   return {};
 }
 
-Store_status Mariadb_store::prepare_request(Open_index &idx, enum_sql_command command, TABLE **table) {
+Store_status Mariadb_store::prepare_request(Open_index &idx, enum_sql_command command, uint8_t privileges,
+                                            TABLE **table) {
   if (!idx.valid()) return Store_status::of(Store_errc::index_not_found);
   Table_slot &s = slots_[idx.slot_];
   Store_status st = ensure_open(s);
   if (!st.ok()) return st;
   if (idx.generation_ != s.generation) {
     st = resolve(s, idx);
+    if (!st.ok()) return st;
+  }
+  if (idx.principal_) {
+    st = authorize(idx, privileges);
     if (!st.ok()) return st;
   }
   st = ensure_locked(idx.slot_);
@@ -406,13 +411,23 @@ Store_status Mariadb_store::open_index(const Index_spec &spec, Open_index &out) 
   idx.slot_ = slot_no;
   ++s.refs;
   idx.for_write_ = spec.for_write;
+  idx.principal_ = spec.principal;
   idx.index_name_.assign(spec.index);
   if (!split_names(spec.columns, idx.column_names_) || !split_names(spec.filter_columns, idx.filter_names_))
     return Store_status::of(Store_errc::column_not_found);  // idx's destructor drops the reference
-  Store_status st = ensure_open(s);
+  Store_status st;
+  if (spec.principal) {
+    st = check_table_visible(static_cast<Mariadb_principal &>(*spec.principal), s);
+    if (!st.ok()) return st;
+  }
+  st = ensure_open(s);
   if (!st.ok()) return st;
   st = resolve(s, idx);
   if (!st.ok()) return st;
+  if (spec.principal) {
+    st = authorize_open(idx);
+    if (!st.ok()) return st;
+  }
   out = std::move(idx);
   return {};
 }
@@ -519,7 +534,7 @@ int Mariadb_store::check_filters(TABLE *t, const Open_index &idx, const Find_req
 
 Store_status Mariadb_store::find(Open_index &idx, const Find_request &req, Row_sink &sink) {
   TABLE *t;
-  Store_status st = prepare_request(idx, SQLCOM_SELECT, &t);
+  Store_status st = prepare_request(idx, SQLCOM_SELECT, privileges_for(SQLCOM_SELECT, nullptr, nullptr, false), &t);
   if (!st.ok()) return st;
   uint64_t rows = 0;
   if (req.op == Find_op::merge_desc || req.op == Find_op::merge_asc)
@@ -661,8 +676,9 @@ bool wait_for_server_start(const std::atomic<bool> &stop) {
   return false;
 }
 
-std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name, const char *charset) {
-  auto st = std::make_unique<Mariadb_store>(counters);
+std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name, const char *charset,
+                                          unsigned privilege_check_interval_ms) {
+  auto st = std::make_unique<Mariadb_store>(counters, privilege_check_interval_ms);
   if (!st->attach(thread_name, charset)) return nullptr;  // attach() logged why
   return st;
 }

@@ -40,13 +40,30 @@ struct Table_slot {
   uint32_t refs = 0;         // Open_index objects pointing here
 };
 
+/* The account a connection acts as: its security context and what it needs to rebuild it. */
+class Mariadb_principal final : public Principal {
+ public:
+  Security_context sctx;
+  std::string login_user;  // the name the client gave (sctx.user points here)
+  std::string conn_host;   // the connection's host as MariaDB sees it (sctx.host points here)
+  std::string conn_ip;     // "" for a unix socket (sctx.ip is then null)
+  std::string role;        // the account's default role, activated at login ("" = none)
+  bool valid = true;       // false once the account no longer exists
+  uint64_t refreshed_ms = 0;
+
+  void set_account(const char *user, const char *host) { user_ = user; host_ = host && *host ? host : "%"; }
+};
+
+
 class Mariadb_store final : public Store {
  public:
-  explicit Mariadb_store(Counters &c) : counters_(c) {}
+  Mariadb_store(Counters &c, unsigned privilege_check_interval_ms)
+      : counters_(c), privilege_check_interval_ms_(privilege_check_interval_ms) {}
   ~Mariadb_store() override;
   /* Attaches a new THD to the calling thread; false (logged) if that fails. */
   bool attach(const char *thread_name, const char *charset);
 
+  Store_status login(const Peer &peer, const Login_request &req, std::unique_ptr<Principal> *out) override;
   Store_status open_index(const Index_spec &spec, Open_index &out) override;
   Store_status find(Open_index &idx, const Find_request &req, Row_sink &sink) override;
   Store_status insert(Open_index &idx, const Datum *values, uint32_t n, bool upsert,
@@ -70,8 +87,27 @@ class Mariadb_store final : public Store {
   Store_status ensure_locked(uint32_t slot_no);
   Store_status resolve(Table_slot &s, Open_index &idx);
   void close_slot(Table_slot &s);
-  /* Opens, resolves and locks idx's table for one request and starts its statement. */
-  Store_status prepare_request(Open_index &idx, enum_sql_command command, TABLE **table);
+  /* Opens, resolves and locks idx's table for one request and starts its statement, after checking
+     that idx's principal (if any) holds the privileges (kPriv* bits) the request needs. */
+  Store_status prepare_request(Open_index &idx, enum_sql_command command, uint8_t privileges, TABLE **table);
+  /* ---- accounts and privileges (mariadb_store_auth.cc) ---- */
+  Store_status deny(std::string message);
+  /* (Re)builds p's security context from the ACL: false when no account matches any more. */
+  bool rebuild_context(Mariadb_principal &p);
+  Store_status read_account(const char *host, const char *user, std::string *json, bool *found);
+  /* True when p holds want_bits on s's table (and, unless any_combination, on every column);
+     with report, the server's denial message goes to last_error_. */
+  bool table_privilege(Mariadb_principal &p, const Table_slot &s, uint64_t want_bits,
+                       const std::vector<const char *> &columns, bool any_combination, bool report);
+  /* Before a table is opened for p: access_denied unless p has some privilege on it (so a denied
+     client cannot learn whether a table exists). */
+  Store_status check_table_visible(Mariadb_principal &p, const Table_slot &s);
+  Store_status authorize(Open_index &idx, uint8_t want);
+  Store_status authorize_open(Open_index &idx);
+ public:
+  static uint8_t privileges_for(enum_sql_command command, const Modify_request *mod, const Kv_request *kv,
+                                bool upsert);
+ private:
   void set_no_wait_row_locks();
   void clear_diagnostics();
 
@@ -119,6 +155,7 @@ class Mariadb_store final : public Store {
   bool halloween_risk(TABLE *t, const Open_index &idx, const Modify_request &mod) const;
 
   Counters &counters_;
+  unsigned privilege_check_interval_ms_;
   THD *thd_ = nullptr;
   bool thread_inited_ = false;
   CHARSET_INFO *client_cs_ = &my_charset_bin;

@@ -107,7 +107,7 @@ Store_status Mariadb_store::kv_write(Open_index &idx, const Kv_layout &layout, c
                                      Kv_result *res) {
   TABLE *t;
   const enum_sql_command cmd = req.op == Kv_op::remove ? SQLCOM_DELETE : SQLCOM_UPDATE;
-  Store_status st = prepare_request(idx, cmd, &t);
+  Store_status st = prepare_request(idx, cmd, privileges_for(cmd, nullptr, &req, false), &t);
   if (!st.ok()) return st;
   if (idx.columns_.size() < 1 + layout.nvalues) return Store_status::of(Store_errc::column_not_found);
   Table_slot &s = slots_[idx.slot_];

@@ -156,7 +156,7 @@ Store_status Mariadb_store::failed_write(Table_slot &s, int handler_error) {
 Store_status Mariadb_store::insert(Open_index &idx, const Datum *values, uint32_t n, bool upsert,
                                    Insert_result *result) {
   TABLE *t;
-  Store_status st = prepare_request(idx, SQLCOM_INSERT, &t);
+  Store_status st = prepare_request(idx, SQLCOM_INSERT, privileges_for(SQLCOM_INSERT, nullptr, nullptr, upsert), &t);
   if (!st.ok()) return st;
   if (n > idx.columns_.size()) return Store_status::of(Store_errc::too_many_values);
   Table_slot &s = slots_[idx.slot_];
@@ -325,7 +325,8 @@ Store_status Mariadb_store::modify(Open_index &idx, const Find_request &req, con
                                    Row_sink &sink, uint64_t *modified) {
   if (req.op == Find_op::merge_desc || req.op == Find_op::merge_asc) return Store_status::of(Store_errc::bad_merge);
   TABLE *t;
-  Store_status st = prepare_request(idx, mod.op == Modify_op::remove ? SQLCOM_DELETE : SQLCOM_UPDATE, &t);
+  const enum_sql_command cmd = mod.op == Modify_op::remove ? SQLCOM_DELETE : SQLCOM_UPDATE;
+  Store_status st = prepare_request(idx, cmd, privileges_for(cmd, &mod, nullptr, false), &t);
   if (!st.ok()) return st;
   if (mod.op != Modify_op::remove && mod.nvalues > idx.columns_.size())
     return Store_status::of(Store_errc::too_many_values);

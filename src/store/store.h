@@ -40,6 +40,7 @@ enum class Store_errc : uint8_t {
   bad_value,              // SQL would reject the value (strict sql_mode, NOT NULL, ...): see message
   server_read_only,       // the server runs with read_only
   commit_failed,          // the batch's commit failed: see message
+  access_denied,          // the connection's account lacks a privilege, or a login failed: see message
 };
 
 struct Store_status {
@@ -50,11 +51,46 @@ struct Store_status {
   static Store_status of(Store_errc e, int h = 0) { return Store_status{e, h, {}}; }
 };
 
+struct Peer;
+
+/* A MariaDB account a connection acts as, with its privileges (a security context). Created by
+   Store::login(), owned by the session; every Open_index opened for it points to it, so it must
+   outlive them. Privilege decisions are cached per open index and per principal for
+   Config::privilege_check_interval_ms, then taken again the way SQL takes them. */
+class Principal {
+ public:
+  virtual ~Principal() = default;
+  const std::string &user() const { return user_; }
+  const std::string &host() const { return host_; }   // the account's host pattern ("%", "10.0.%", ...)
+  std::string account() const { return "'" + user_ + "'@'" + host_ + "'"; }
+  /* Connections limit of the account itself (MAX_USER_CONNECTIONS); 0 = none. */
+  int64_t max_user_connections = 0;
+
+ protected:
+  std::string user_, host_;
+};
+
+enum class Login_method : uint8_t {
+  native,       // mysql_native_password challenge-response: secret = 20-byte token for nonce
+  cleartext,    // secret = the password (the session checks the connection is confidential)
+  certificate,  // the peer's verified TLS client certificate; user = its CN
+  mapped,       // no credentials: the account is named by configuration (tablesocket_anonymous_account)
+};
+
+struct Login_request {
+  Login_method method = Login_method::native;
+  std::string_view user;
+  std::string_view host;    // mapped only: the account's host as configured
+  std::string_view secret;
+  const unsigned char *nonce = nullptr;  // native: the 20 bytes the client was challenged with
+};
+
 /* What a client asked to open. Strings are only read during open_index(). */
 struct Index_spec {
   std::string_view db, table, index;          // index: name, "PRIMARY", "" (= PRIMARY) or a number
   std::string_view columns, filter_columns;   // comma-separated lists
   bool for_write = false;
+  Principal *principal = nullptr;  // null: no privilege checks (no account, legacy behaviour)
 };
 
 /* A resolved open index, owned by one connection on one worker. Holds a reference on the worker's
@@ -85,6 +121,10 @@ class Open_index {
   uint32_t key_parts_ = 0;
   std::vector<std::string> column_names_, filter_names_;
   std::vector<uint16_t> columns_, filter_columns_;  // field numbers
+  /* Privileges (see Mariadb_store::authorize): the principal, what it was found to have, and when. */
+  Principal *principal_ = nullptr;
+  uint8_t granted_ = 0, denied_ = 0;
+  uint64_t privileges_checked_ms_ = 0;
 };
 
 /* merge_desc / merge_asc: the k-way merge ("timeline") over groups. The index's first key part is
@@ -170,6 +210,9 @@ class Row_sink {
 class Store {
  public:
   virtual ~Store() = default;
+  /* Checks credentials and builds the account's security context. access_denied (with the
+     reason in message, phrased for the client) when the login fails; table_busy: retry later. */
+  virtual Store_status login(const Peer &peer, const Login_request &req, std::unique_ptr<Principal> *out) = 0;
   /* Resolves spec into out (replacing what out held). table_busy means "retry later". */
   virtual Store_status open_index(const Index_spec &spec, Open_index &out) = 0;
   virtual Store_status find(Open_index &idx, const Find_request &req, Row_sink &sink) = 0;
@@ -209,6 +252,8 @@ inline Open_index &Open_index::operator=(Open_index &&o) noexcept {
     index_name_ = std::move(o.index_name_); index_no_ = o.index_no_; key_parts_ = o.key_parts_;
     column_names_ = std::move(o.column_names_); filter_names_ = std::move(o.filter_names_);
     columns_ = std::move(o.columns_); filter_columns_ = std::move(o.filter_columns_);
+    principal_ = o.principal_; granted_ = o.granted_; denied_ = o.denied_;
+    privileges_checked_ms_ = o.privileges_checked_ms_;
     o.store_ = nullptr;
   }
   return *this;
@@ -224,7 +269,7 @@ bool wait_for_server_start(const std::atomic<bool> &stop);
 /* Creates the MariaDB-backed store for the calling worker thread (attaches a THD to it).
    Returns nullptr and logs when the thread cannot be set up. */
 std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name,
-                                          const char *charset);
+                                          const char *charset, unsigned privilege_check_interval_ms);
 
 }  // namespace tablesocket
 #endif

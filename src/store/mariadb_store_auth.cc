@@ -1,0 +1,383 @@
+/* Accounts and privileges: logins checked against what the server stores for an account
+   (mysql.global_priv), security contexts built the way the server builds them (acl_getroot, the
+   account's default role), and privilege checks made the way SQL makes them (check_table_access,
+   check_grant_column), cached per open index for privilege_check_interval_ms. */
+#include "store/mariadb_store.h"
+
+#include <time.h>
+
+#include <cstring>
+
+#include "common/account_record.h"
+#include "common/clock.h"
+#include "common/peer.h"
+#include "hostname.h"
+#include "sql_acl.h"
+#include "sql_parse.h"
+#include "store/server_log.h"
+#include <mysql/service_sha1.h>
+
+namespace tablesocket {
+
+namespace {
+
+constexpr uint8_t kPrivRead = 1, kPrivWhere = 2, kPrivInsert = 4, kPrivUpdate = 8, kPrivDelete = 16;
+
+/* Captures the first column of the first row. */
+class First_value_sink final : public Row_sink {
+ public:
+  explicit First_value_sink(std::string &out) : out_(out) {}
+  void begin(size_t) override {}
+  void value(const char *p, size_t n) override { if (!got) { out_.assign(p, n); got = true; } }
+  void null() override {}
+  void end() override {}
+  void cancel() override { got = false; }
+  bool would_overflow() const override { return out_.size() > (1u << 20); }
+  bool got = false;
+
+ private:
+  std::string &out_;
+};
+
+bool equal_const_time(const unsigned char *a, const unsigned char *b, size_t n) {
+  unsigned char d = 0;
+  for (size_t i = 0; i < n; ++i) d |= a[i] ^ b[i];
+  return d == 0;
+}
+
+/* SHA1(SHA1(password)): what mysql_native_password stores. */
+void native_stage2_of(std::string_view password, unsigned char out[20]) {
+  unsigned char stage1[MY_SHA1_HASH_SIZE];
+  my_sha1(stage1, password.data(), password.size());
+  my_sha1(out, reinterpret_cast<const char *>(stage1), sizeof stage1);
+}
+
+/* Whether the credentials match one mysql_native_password method of the account. *native is set
+   when the account has such a method at all. */
+bool native_credentials_match(const Account_record &rec, const Login_request &req, bool *native) {
+  *native = false;
+  bool ok = false;
+  for (const Auth_method &m : rec.methods) {
+    if (m.plugin != "mysql_native_password") continue;
+    *native = true;
+    if (m.auth_string.empty()) {
+      ok |= req.secret.empty();
+      continue;
+    }
+    unsigned char stage2[20];
+    if (!native_hash_stage2(m.auth_string, stage2)) continue;
+    if (req.method == Login_method::native) {
+      if (req.secret.size() == SCRAMBLE_LENGTH && req.nonce)
+        ok |= !check_scramble(reinterpret_cast<const unsigned char *>(req.secret.data()),
+                              reinterpret_cast<const char *>(req.nonce), stage2);
+    } else {
+      unsigned char got[20];
+      native_stage2_of(req.secret, got);
+      ok |= equal_const_time(got, stage2, 20);
+    }
+  }
+  return ok;
+}
+
+std::string denied_message(std::string_view user, const char *host_or_ip, bool using_password) {
+  std::string m = "Access denied for user '";
+  m.append(user);
+  m += "'@'";
+  m += host_or_ip ? host_or_ip : "";
+  m += using_password ? "' (using password: YES)" : "' (using password: NO)";
+  return m;
+}
+
+}  // namespace
+
+Store_status Mariadb_store::deny(std::string message) {
+  last_error_ = std::move(message);
+  Store_status st = Store_status::of(Store_errc::access_denied);
+  st.message = last_error_;
+  return st;
+}
+
+bool Mariadb_store::rebuild_context(Mariadb_principal &p) {
+  Security_context &sc = p.sctx;
+  if (acl_getroot(&sc, p.login_user.c_str(), p.conn_host.c_str(), p.conn_ip.empty() ? nullptr : p.conn_ip.c_str(),
+                  nullptr))
+    return false;
+  /* acl_getroot points user/host/ip at our strings; keep it that way (we own them). */
+  if (!p.role.empty()) {
+    Security_context *saved = thd_->security_ctx;
+    thd_->security_ctx = &sc;
+    privilege_t access(NO_ACL);
+    if (acl_check_setrole(thd_, p.role.c_str(), &access) == 0) acl_setrole(thd_, p.role.c_str(), access);
+    thd_->security_ctx = saved;
+    clear_diagnostics();
+  }
+  return true;
+}
+
+Store_status Mariadb_store::read_account(const char *host, const char *user, std::string *json, bool *found) {
+  Index_spec spec;
+  spec.db = "mysql";
+  spec.table = "global_priv";
+  spec.index = "PRIMARY";
+  spec.columns = "Priv";
+  Open_index idx;
+  Store_status st = open_index(spec, idx);
+  if (!st.ok()) return st;
+  Datum keys[2];
+  keys[0].ptr = host;
+  keys[0].len = strlen(host);
+  keys[1].ptr = user;
+  keys[1].len = strlen(user);
+  Find_request fr;
+  fr.op = Find_op::eq;
+  fr.keys = keys;
+  fr.nkeys = 2;
+  fr.limit = 1;
+  First_value_sink sink(*json);
+  st = find(idx, fr, sink);
+  *found = sink.got;
+  return st;
+}
+
+Store_status Mariadb_store::login(const Peer &peer, const Login_request &req, std::unique_ptr<Principal> *out) {
+  auto p = std::make_unique<Mariadb_principal>();
+  const bool using_password = req.method == Login_method::native || req.method == Login_method::cleartext
+                                  ? !req.secret.empty() : false;
+  p->login_user.assign(req.method == Login_method::certificate ? std::string_view(peer.cert_cn) : req.user);
+  if (p->login_user.empty() || p->login_user.size() > USERNAME_CHAR_LENGTH * 4 ||
+      memchr(p->login_user.data(), 0, p->login_user.size()))
+    return deny(denied_message(p->login_user, peer.unix_socket ? "localhost" : peer.ip.c_str(), using_password));
+
+  /* The connection's host and ip, set as the server sets them for a SQL connection
+     (thd_set_peer_addr): "localhost" for a unix socket; else the address, and with name
+     resolution on, the name ip_to_hostname() finds (loopback is "localhost"). A configured
+     account (mapped) is matched by its own host pattern. */
+  if (req.method == Login_method::mapped) {
+    p->conn_host.assign(req.host.empty() ? std::string_view("%") : req.host);
+  } else if (peer.unix_socket) {
+    p->conn_host = "localhost";
+  } else {
+    p->conn_ip = peer.ip;
+    if (!opt_skip_name_resolve && peer.addr_len) {
+      const char *name = nullptr;
+      uint errors = 0;
+      sockaddr_storage addr = peer.addr;
+      int rc = ip_to_hostname(&addr, p->conn_ip.c_str(), &name, &errors);
+      if (name) {
+        p->conn_host = name;
+        if (name != my_localhost) my_free(const_cast<char *>(name));
+      }
+      if (rc == RC_BLOCKED_HOST) {
+        clear_diagnostics();
+        return deny("Host '" + p->conn_ip + "' is blocked because of many connection errors");
+      }
+    }
+    if (p->conn_host.empty()) p->conn_host = p->conn_ip;
+  }
+  const char *shown_host = p->conn_ip.empty() ? p->conn_host.c_str() : (opt_skip_name_resolve ? p->conn_ip.c_str() : p->conn_host.c_str());
+  const std::string denied = denied_message(p->login_user, shown_host, using_password);
+
+  if (!rebuild_context(*p)) return deny(denied);
+  const char *priv_host = p->sctx.priv_host[0] ? p->sctx.priv_host : "%";
+  if (req.method == Login_method::mapped && strcmp(priv_host, p->conn_host.c_str()) != 0)
+    return deny("tablesocket_anonymous_account names no account: '" + p->login_user + "'@'" + p->conn_host + "'");
+
+  std::string json;
+  bool found = false;
+  Store_status st = read_account(priv_host, p->sctx.priv_user, &json, &found);
+  if (st.errc == Store_errc::table_busy || st.errc == Store_errc::row_locked) return st;
+  if (!st.ok() || !found) return deny(denied);
+  Account_record rec;
+  std::string error;
+  if (!parse_account_record(json, &rec, &error)) {
+    log_warning("cannot read the account '%s'@'%s' from mysql.global_priv: %s", p->sctx.priv_user, priv_host,
+                error.c_str());
+    return deny(denied);
+  }
+
+  /* Credentials. */
+  switch (req.method) {
+    case Login_method::native:
+    case Login_method::cleartext: {
+      bool native = false;
+      if (!native_credentials_match(rec, req, &native)) {
+        if (!native && !rec.methods.empty())
+          return deny("Access denied for user '" + p->login_user + "': the account authenticates with '" +
+                      rec.methods[0].plugin +
+                      "', which tablesocket cannot verify (use a mysql_native_password account, or a TLS "
+                      "client certificate with an account that REQUIREs X509)");
+        return deny(denied);
+      }
+      break;
+    }
+    case Login_method::certificate:
+      if (!peer.cert_verified || rec.ssl_type < 2)
+        return deny("Access denied for user '" + p->login_user +
+                    "': certificate logins need an account with REQUIRE X509, SUBJECT or ISSUER");
+      break;
+    case Login_method::mapped:
+      break;
+  }
+
+  /* What the account itself demands. */
+  if (rec.account_locked) return deny("Access denied, this account is locked");
+  if (req.method != Login_method::mapped) {
+    int64_t lifetime = rec.password_lifetime < 0 ? int64_t(default_password_lifetime) : rec.password_lifetime;
+    if (rec.password_last_changed == 0 ||
+        (lifetime > 0 && rec.password_last_changed > 0 && int64_t(time(nullptr)) > rec.password_last_changed + lifetime * 86400))
+      return deny("Your password has expired. To log in you must change it using a client that supports "
+                  "expired passwords");
+  }
+  if (rec.ssl_type >= 1 && !peer.tls) return deny(denied + ": the account requires TLS");
+  if (rec.ssl_type >= 2 && !peer.cert_verified)
+    return deny(denied + ": the account requires a verified client certificate");
+  if (rec.ssl_type == 3) {
+    if ((!rec.x509_issuer.empty() && rec.x509_issuer != peer.cert_issuer) ||
+        (!rec.x509_subject.empty() && rec.x509_subject != peer.cert_subject) ||
+        (!rec.ssl_cipher.empty() && rec.ssl_cipher != peer.tls_cipher))
+      return deny(denied + ": the client certificate or cipher does not match the account's REQUIRE");
+  }
+
+  p->role = rec.default_role;
+  if (!p->role.empty() && !rebuild_context(*p)) return deny(denied);
+  p->set_account(p->sctx.priv_user, priv_host);
+  p->max_user_connections = rec.max_user_connections > 0 ? rec.max_user_connections : 0;
+  p->refreshed_ms = monotonic_ms();
+  *out = std::move(p);
+  return {};
+}
+
+/* ---- privileges ---------------------------------------------------------------------------- */
+
+bool Mariadb_store::table_privilege(Mariadb_principal &p, const Table_slot &s, uint64_t want_bits,
+                                    const std::vector<const char *> &columns, bool any_combination,
+                                    bool report) {
+  const privilege_t want(static_cast<privilege_t>(want_bits));
+  Security_context *saved = thd_->security_ctx;
+  thd_->security_ctx = &p.sctx;
+  TABLE_LIST tl;
+  LEX_CSTRING db{s.db.c_str(), s.db.size()}, name{s.name.c_str(), s.name.size()};
+  tl.init_one_table(&db, &name, nullptr, TL_READ);
+  bool denied = check_table_access(thd_, want, &tl, any_combination, 1, !report);
+  if (!denied && !any_combination) {
+    for (const char *c : columns) {
+      if (check_grant_column(thd_, &tl.grant, s.db.c_str(), s.name.c_str(), c, strlen(c), &p.sctx)) {
+        denied = true;
+        break;
+      }
+    }
+  }
+  thd_->security_ctx = saved;
+  if (denied && report) {
+    last_error_ = thd_->get_stmt_da()->is_error() ? thd_->get_stmt_da()->message() : "access denied";
+  }
+  clear_diagnostics();
+  return !denied;
+}
+
+Store_status Mariadb_store::check_table_visible(Mariadb_principal &p, const Table_slot &s) {
+  static const privilege_t kinds[] = {SELECT_ACL, INSERT_ACL, UPDATE_ACL, DELETE_ACL};
+  for (privilege_t k : kinds)
+    if (table_privilege(p, s, uint64_t(k), {}, true, false)) return {};
+  table_privilege(p, s, uint64_t(SELECT_ACL), {}, false, true);
+  Store_status st = Store_status::of(Store_errc::access_denied);
+  st.message = last_error_;
+  return st;
+}
+
+Store_status Mariadb_store::authorize(Open_index &idx, uint8_t want) {
+  Mariadb_principal &p = static_cast<Mariadb_principal &>(*idx.principal_);
+  const uint64_t now = monotonic_ms();
+  if (now - p.refreshed_ms >= privilege_check_interval_ms_) {
+    p.valid = rebuild_context(p);
+    p.refreshed_ms = now;
+  }
+  if (now - idx.privileges_checked_ms_ >= privilege_check_interval_ms_) {
+    idx.granted_ = idx.denied_ = 0;
+    idx.privileges_checked_ms_ = now;
+  }
+  if ((idx.granted_ & want) == want) return {};
+  if (!p.valid) return deny("Access denied: the account " + p.account() + " no longer exists");
+  const Table_slot &s = slots_[idx.slot_];
+  TABLE *t = s.table;
+  /* The statement's own privilege first (as SQL reports it), then reading. */
+  for (uint8_t bit : {kPrivInsert, kPrivUpdate, kPrivDelete, kPrivRead, kPrivWhere}) {
+    if (!(want & bit) || (idx.granted_ & bit)) continue;
+    std::vector<const char *> cols;
+    uint64_t acl = 0;
+    switch (bit) {
+      case kPrivRead:
+        acl = SELECT_ACL;
+        for (uint16_t f : idx.columns_) cols.push_back(t->field[f]->field_name.str);
+        break;
+      case kPrivWhere: {
+        acl = SELECT_ACL;
+        const KEY &k = t->key_info[idx.index_no_];
+        for (uint i = 0; i < k.user_defined_key_parts; ++i) cols.push_back(k.key_part[i].field->field_name.str);
+        for (uint16_t f : idx.filter_columns_) cols.push_back(t->field[f]->field_name.str);
+        break;
+      }
+      case kPrivInsert:
+        acl = INSERT_ACL;
+        for (uint16_t f : idx.columns_) cols.push_back(t->field[f]->field_name.str);
+        break;
+      case kPrivUpdate:
+        acl = UPDATE_ACL;
+        for (uint16_t f : idx.columns_) cols.push_back(t->field[f]->field_name.str);
+        break;
+      case kPrivDelete:
+        acl = DELETE_ACL;
+        break;
+    }
+    if (idx.denied_ & bit) {
+      /* Denied earlier in this interval: the same answer, with a fresh message. */
+      table_privilege(p, s, acl, cols, false, true);
+      Store_status st = Store_status::of(Store_errc::access_denied);
+      st.message = last_error_;
+      return st;
+    }
+    if (!table_privilege(p, s, acl, cols, false, true)) {
+      idx.denied_ |= bit;
+      Store_status st = Store_status::of(Store_errc::access_denied);
+      st.message = last_error_;
+      return st;
+    }
+    idx.granted_ |= bit;
+  }
+  return {};
+}
+
+Store_status Mariadb_store::authorize_open(Open_index &idx) {
+  /* The read port needs SELECT on what it returns and searches; the write port any of SELECT,
+     INSERT, UPDATE, DELETE (each request then checks its own). */
+  Store_status st = authorize(idx, kPrivRead | kPrivWhere);
+  if (st.ok() || !idx.for_write_) return st;
+  std::string first = last_error_;
+  for (uint8_t bit : {kPrivInsert, kPrivUpdate, kPrivDelete})
+    if (authorize(idx, bit).ok()) return {};
+  last_error_ = first;
+  st = Store_status::of(Store_errc::access_denied);
+  st.message = last_error_;
+  return st;
+}
+
+uint8_t Mariadb_store::privileges_for(enum_sql_command command, const Modify_request *mod, const Kv_request *kv,
+                                      bool upsert) {
+  if (kv) {
+    switch (kv->op) {
+      case Kv_op::set: return kPrivInsert | kPrivUpdate | kPrivWhere;
+      case Kv_op::add: return kPrivInsert | kPrivWhere;
+      case Kv_op::remove: return kPrivDelete | kPrivWhere;
+      default: return kPrivUpdate | kPrivWhere | kPrivRead;
+    }
+  }
+  if (mod) {
+    uint8_t w = kPrivWhere | (mod->op == Modify_op::remove ? kPrivDelete : kPrivUpdate);
+    if (mod->returns_rows || mod->op == Modify_op::increment || mod->op == Modify_op::decrement) w |= kPrivRead;
+    return w;
+  }
+  if (command == SQLCOM_INSERT) return upsert ? kPrivInsert | kPrivUpdate : kPrivInsert;
+  return kPrivRead | kPrivWhere;
+}
+
+}  // namespace tablesocket

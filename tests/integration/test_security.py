@@ -1,0 +1,574 @@
+"""Accounts, privileges and abuse limits on every tablesocket port (docs/security.md).
+
+Each test class runs against its own private server (module-scoped) configured for what it tests:
+require_auth on, an anonymous account mapping, cleartext allowed. Accounts are created with SQL;
+the tests log in over the HandlerSocket protocol ('A 2' challenge + 'A 3' token, 'A 4' cleartext)
+and memcached's ASCII authentication, and check replies byte for byte where the bytes are ours.
+The server runs with --skip-name-resolve (as MariaDB matches hosts then: TCP clients are
+'user'@'127.0.0.1', unix-socket clients 'user'@'localhost').
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import socket
+import threading
+import time
+
+import pytest
+
+from tsserver import HSConn, MariaDBServer, hs_escape  # noqa: F401
+from ts_mc import McConn
+
+pytestmark = pytest.mark.tablesocket_only
+
+INTERVAL_MS = 200  # tablesocket_privilege_check_interval of these servers
+
+
+def native_token(password: str, nonce: bytes) -> bytes:
+    s1 = hashlib.sha1(password.encode()).digest()
+    s2 = hashlib.sha1(s1).digest()
+    x = hashlib.sha1(nonce + s2).digest()
+    return bytes(a ^ b for a, b in zip(s1, x))
+
+
+def login(c: HSConn, user: str, password: str) -> bytes:
+    """The challenge-response login; returns the reply to 'A 3'."""
+    r = c.request("A\t2\n")
+    m = re.fullmatch(rb"0\t1\t([0-9a-f]{40})\n", r)
+    assert m, r
+    tok = native_token(password, bytes.fromhex(m.group(1).decode())).hex() if password else ""
+    return c.request(f"A\t3\t{user}\t{tok}\n")
+
+
+def status(srv: MariaDBServer, name: str) -> int:
+    rows = srv.sql(f"SHOW GLOBAL STATUS LIKE 'Tablesocket_{name}'")
+    return int(rows[0][1])
+
+
+def start(name: str, *args: str) -> MariaDBServer:
+    srv = MariaDBServer("tablesocket", name=name, extra_args=[
+        f"--tablesocket-privilege-check-interval={INTERVAL_MS}", "--tablesocket-auth-log-interval=3600",
+        *args])
+    srv.start()
+    srv.exec_sql("CREATE TABLE IF NOT EXISTS test.acct (id INT PRIMARY KEY, name VARCHAR(20), "
+                 "secret VARCHAR(20), KEY name_idx (name))")
+    srv.exec_sql("REPLACE INTO test.acct VALUES (1,'alice','s1'),(2,'bob','s2')")
+    srv.exec_sql("CREATE TABLE IF NOT EXISTS test.other (id INT PRIMARY KEY, v VARCHAR(10))")
+    srv.exec_sql("REPLACE INTO test.other VALUES (1,'x')")
+    return srv
+
+
+def create_user(srv: MariaDBServer, user: str, password: str = "pw", host: str = "127.0.0.1",
+                extra: str = "") -> None:
+    srv.exec_sql(f"DROP USER IF EXISTS '{user}'@'{host}'")
+    ident = f"IDENTIFIED BY '{password}'" if password else ""
+    srv.exec_sql(f"CREATE USER '{user}'@'{host}' {ident} {extra}")
+
+
+@pytest.fixture(scope="module")
+def srv():
+    s = start("sec", "--tablesocket-require-auth=ON")
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture
+def conns():
+    opened: list = []
+
+    def make(srv: MariaDBServer, wr: bool = False) -> HSConn:
+        c = HSConn(srv.hs_port_wr if wr else srv.hs_port)
+        opened.append(c)
+        return c
+    yield make
+    for c in opened:
+        try:
+            c.close()
+        except OSError:
+            pass
+
+
+# ---- logins -----------------------------------------------------------------------------------
+
+class TestLogin:
+    def test_unauthenticated_may_do_nothing(self, srv, conns):
+        c = conns(srv)
+        assert c.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"3\t1\tunauth\n"
+        assert c.request("1\t=\t1\t1\n") == b"2\t1\tstmtnum\n"
+
+    def test_native_login_then_read(self, srv, conns):
+        create_user(srv, "reader")
+        srv.exec_sql("GRANT SELECT ON test.acct TO 'reader'@'127.0.0.1'")
+        c = conns(srv)
+        assert login(c, "reader", "pw") == b"0\t1\n"
+        assert c.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"0\t1\n"
+        assert c.request("1\t=\t1\t1\n") == b"0\t2\t1\talice\n"
+
+    def test_wrong_password_fails_alone(self, srv, conns):
+        create_user(srv, "reader2")
+        srv.exec_sql("GRANT SELECT ON test.acct TO 'reader2'@'127.0.0.1'")
+        c = conns(srv)
+        assert login(c, "reader2", "nope") == \
+            b"3\t1\tAccess denied for user 'reader2'@'127.0.0.1' (using password: YES)\n"
+        assert c.request("P\t1\ttest\tacct\tPRIMARY\tid\n") == b"3\t1\tunauth\n"
+        # the same connection can still log in
+        assert login(c, "reader2", "pw") == b"0\t1\n"
+        assert c.request("P\t1\ttest\tacct\tPRIMARY\tid\n") == b"0\t1\n"
+
+    def test_unknown_user_looks_like_wrong_password(self, srv, conns):
+        c = conns(srv)
+        assert login(c, "nosuchuser", "pw") == \
+            b"3\t1\tAccess denied for user 'nosuchuser'@'127.0.0.1' (using password: YES)\n"
+
+    def test_host_mismatch(self, srv, conns):
+        create_user(srv, "remote", host="10.1.2.%")
+        srv.exec_sql("GRANT SELECT ON test.* TO 'remote'@'10.1.2.%'")
+        c = conns(srv)
+        assert login(c, "remote", "pw").startswith(b"3\t1\tAccess denied for user 'remote'@'127.0.0.1'")
+
+    def test_wildcard_host_matches(self, srv, conns):
+        create_user(srv, "anyhost", host="%")
+        srv.exec_sql("GRANT SELECT ON test.acct TO 'anyhost'@'%'")
+        c = conns(srv)
+        assert login(c, "anyhost", "pw") == b"0\t1\n"
+        assert c.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"0\t1\n"
+
+    def test_empty_password(self, srv, conns):
+        create_user(srv, "nopw", password="")
+        srv.exec_sql("GRANT SELECT ON test.acct TO 'nopw'@'127.0.0.1'")
+        c = conns(srv)
+        assert login(c, "nopw", "") == b"0\t1\n"
+        c2 = conns(srv)
+        assert login(c2, "nopw", "something").startswith(b"3\t1\tAccess denied")
+
+    def test_token_needs_a_fresh_challenge(self, srv, conns):
+        create_user(srv, "replay")
+        c = conns(srv)
+        r = c.request("A\t2\n")
+        nonce = bytes.fromhex(r.split(b"\t")[2].strip().decode())
+        tok = native_token("pw", nonce).hex()
+        assert c.request(f"A\t3\treplay\t{tok}\n") == b"0\t1\n"
+        # the same token again (a replay) fails: the challenge was used up
+        c2 = conns(srv)
+        assert c2.request(f"A\t3\treplay\t{tok}\n").startswith(b"3\t1\t")
+        assert c.request(f"A\t3\treplay\t{tok}\n").startswith(b"3\t1\t")
+
+    def test_malformed_tokens(self, srv, conns):
+        c = conns(srv)
+        c.request("A\t2\n")
+        assert c.request("A\t3\tx\tzz\n") == b"3\t1\tmalformed token: expected 40 hex digits\n"
+        assert c.request("A\t3\n").startswith(b"3\t1\tAccess denied for user ''")
+        assert c.request("A\t9\tx\n") == b"3\t1\tauthtype\n"
+
+    def test_cleartext_refused_without_tls(self, srv, conns):
+        create_user(srv, "clear")
+        c = conns(srv)
+        r = c.request("A\t4\tclear\tpw\n")
+        assert r.startswith(b"3\t1\tcleartext passwords are refused on an unencrypted connection"), r
+
+    def test_locked_and_expired_accounts(self, srv, conns):
+        create_user(srv, "locked", extra="ACCOUNT LOCK")
+        c = conns(srv)
+        assert login(c, "locked", "pw") == b"3\t1\tAccess denied, this account is locked\n"
+        create_user(srv, "expired", extra="PASSWORD EXPIRE")
+        assert login(c, "expired", "pw").startswith(b"3\t1\tYour password has expired")
+
+    def test_other_auth_plugins_are_named(self, srv, conns):
+        srv.exec_sql("DROP USER IF EXISTS 'sockuser'@'127.0.0.1'")
+        srv.exec_sql("CREATE USER 'sockuser'@'127.0.0.1' IDENTIFIED VIA unix_socket")
+        c = conns(srv)
+        r = login(c, "sockuser", "pw")
+        assert r.startswith(b"3\t1\tAccess denied for user 'sockuser': the account authenticates with "
+                            b"'unix_socket', which tablesocket cannot verify"), r
+
+    def test_relogin_switches_account_and_forgets_indexes(self, srv, conns):
+        create_user(srv, "sw1")
+        create_user(srv, "sw2")
+        srv.exec_sql("GRANT SELECT ON test.acct TO 'sw1'@'127.0.0.1'")
+        srv.exec_sql("GRANT SELECT ON test.other TO 'sw2'@'127.0.0.1'")
+        c = conns(srv)
+        assert login(c, "sw1", "pw") == b"0\t1\n"
+        assert c.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"0\t1\n"
+        assert login(c, "sw2", "pw") == b"0\t1\n"
+        assert c.request("1\t=\t1\t1\n") == b"2\t1\tstmtnum\n"
+        assert c.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n").startswith(b"3\t1\tSELECT command denied")
+        assert c.request("P\t2\ttest\tother\tPRIMARY\tid,v\n") == b"0\t1\n"
+
+    def test_legacy_secret_alone_is_not_an_account(self, conns):
+        s = start("secret", "--tablesocket-require-auth=ON", "--tablesocket-plain-secret=sekrit")
+        try:
+            c = conns(s)
+            assert c.request("A\t1\tsekrit\n") == b"0\t1\n"
+            assert c.request("P\t1\ttest\tacct\tPRIMARY\tid\n") == b"3\t1\tunauth\n"
+            # an account login also opens the secret-protected port
+            create_user(s, "acc")
+            s.exec_sql("GRANT SELECT ON test.acct TO 'acc'@'127.0.0.1'")
+            c2 = conns(s)
+            assert login(c2, "acc", "pw") == b"0\t1\n"
+            assert c2.request("P\t1\ttest\tacct\tPRIMARY\tid\n") == b"0\t1\n"
+            c3 = conns(s)
+            assert c3.request("A\t1\twrong\n") == b"3\t1\tunauth\n"
+        finally:
+            s.stop()
+
+
+# ---- privileges -------------------------------------------------------------------------------
+
+class TestPrivileges:
+    def test_no_privilege_on_table(self, srv, conns):
+        create_user(srv, "noprivs")
+        c = conns(srv)
+        assert login(c, "noprivs", "pw") == b"0\t1\n"
+        assert c.request("P\t1\ttest\tacct\tPRIMARY\tid\n") == \
+            b"3\t1\tSELECT command denied to user 'noprivs'@'127.0.0.1' for table `test`.`acct`\n"
+        # a table that does not exist gives the same answer: nothing is disclosed
+        assert c.request("P\t1\ttest\tnosuchtable\tPRIMARY\tid\n") == \
+            b"3\t1\tSELECT command denied to user 'noprivs'@'127.0.0.1' for table `test`.`nosuchtable`\n"
+
+    def test_db_level_grant(self, srv, conns):
+        create_user(srv, "dbreader")
+        srv.exec_sql("GRANT SELECT ON test.* TO 'dbreader'@'127.0.0.1'")
+        c = conns(srv)
+        assert login(c, "dbreader", "pw") == b"0\t1\n"
+        assert c.request("P\t1\ttest\tother\tPRIMARY\tid,v\n") == b"0\t1\n"
+        assert c.request("1\t=\t1\t1\n") == b"0\t2\t1\tx\n"
+
+    def test_column_grants(self, srv, conns):
+        create_user(srv, "colreader")
+        srv.exec_sql("GRANT SELECT (id, name) ON test.acct TO 'colreader'@'127.0.0.1'")
+        c = conns(srv)
+        assert login(c, "colreader", "pw") == b"0\t1\n"
+        assert c.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"0\t1\n"
+        assert c.request("1\t=\t1\t2\n") == b"0\t2\t2\tbob\n"
+        assert c.request("P\t2\ttest\tacct\tPRIMARY\tid,secret\n") == \
+            b"3\t1\tSELECT command denied to user 'colreader'@'127.0.0.1' for column 'secret' in table 'acct'\n"
+        # a filter on a column without SELECT is refused too
+        assert c.request("P\t3\ttest\tacct\tPRIMARY\tid\tsecret\n").startswith(b"3\t1\tSELECT command denied")
+        # and so is searching an index whose key column is not readable
+        srv.exec_sql("GRANT SELECT (id) ON test.other TO 'colreader'@'127.0.0.1'")
+        assert c.request("P\t4\ttest\tother\tPRIMARY\tid\n") == b"0\t1\n"
+
+    def test_write_privileges_each_checked(self, srv, conns):
+        srv.exec_sql("CREATE TABLE IF NOT EXISTS test.wr (id INT PRIMARY KEY, v INT)")
+        srv.exec_sql("DELETE FROM test.wr")
+        create_user(srv, "inserter")
+        srv.exec_sql("GRANT INSERT ON test.wr TO 'inserter'@'127.0.0.1'")
+        c = conns(srv, wr=True)
+        assert login(c, "inserter", "pw") == b"0\t1\n"
+        assert c.request("P\t1\ttest\twr\tPRIMARY\tid,v\n") == b"0\t1\n"
+        assert c.request("1\t+\t2\t1\t10\n") == b"0\t1\n"
+        assert c.request("1\t=\t1\t1\n").startswith(b"3\t1\tSELECT command denied")
+        assert c.request("1\t=\t1\t1\t1\t0\tU\t1\t11\n").startswith(b"3\t1\tUPDATE command denied")
+        assert c.request("1\t=\t1\t1\t1\t0\tD\n").startswith(b"3\t1\t")
+        assert srv.sql("SELECT id, v FROM test.wr") == [("1", "10")]
+
+        create_user(srv, "updater")
+        srv.exec_sql("GRANT SELECT (id), UPDATE (v) ON test.wr TO 'updater'@'127.0.0.1'")
+        c2 = conns(srv, wr=True)
+        assert login(c2, "updater", "pw") == b"0\t1\n"
+        assert c2.request("P\t1\ttest\twr\tPRIMARY\tv\n") == b"0\t1\n"
+        assert c2.request("1\t=\t1\t1\t1\t0\tU\t12\n") == b"0\t1\t1\n"
+        # increment reads the column too: needs SELECT on v
+        assert c2.request("1\t=\t1\t1\t1\t0\t+\t1\n").startswith(b"3\t1\tSELECT command denied")
+        assert c2.request("1\t+\t1\t5\n").startswith(b"3\t1\tINSERT command denied")
+        assert c2.request("1\t=\t1\t1\t1\t0\tD\n").startswith(b"3\t1\tDELETE command denied")
+        assert srv.sql("SELECT id, v FROM test.wr") == [("1", "12")]
+
+        create_user(srv, "deleter")
+        srv.exec_sql("GRANT SELECT, DELETE ON test.wr TO 'deleter'@'127.0.0.1'")
+        c3 = conns(srv, wr=True)
+        assert login(c3, "deleter", "pw") == b"0\t1\n"
+        assert c3.request("P\t1\ttest\twr\tPRIMARY\tid,v\n") == b"0\t1\n"
+        assert c3.request("1\t=\t1\t1\t1\t0\tD\n") == b"0\t1\t1\n"
+        assert srv.sql("SELECT COUNT(*) FROM test.wr") == [("0",)]
+
+    def test_role(self, srv, conns):
+        srv.exec_sql("DROP ROLE IF EXISTS acct_reader")
+        srv.exec_sql("CREATE ROLE acct_reader")
+        srv.exec_sql("GRANT SELECT ON test.acct TO acct_reader")
+        create_user(srv, "roleuser")
+        srv.exec_sql("GRANT acct_reader TO 'roleuser'@'127.0.0.1'")
+        c = conns(srv)
+        assert login(c, "roleuser", "pw") == b"0\t1\n"
+        # without a default role the role's privileges are not active (as in SQL)
+        assert c.request("P\t1\ttest\tacct\tPRIMARY\tid\n").startswith(b"3\t1\tSELECT command denied")
+        srv.exec_sql("SET DEFAULT ROLE acct_reader FOR 'roleuser'@'127.0.0.1'")
+        c2 = conns(srv)
+        assert login(c2, "roleuser", "pw") == b"0\t1\n"
+        assert c2.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"0\t1\n"
+        assert c2.request("1\t=\t1\t1\n") == b"0\t2\t1\talice\n"
+        # revoking from the role reaches the open handle too
+        srv.exec_sql("REVOKE SELECT ON test.acct FROM acct_reader")
+        time.sleep(INTERVAL_MS / 1000 * 2 + 0.1)
+        assert c2.request("1\t=\t1\t1\n").startswith(b"3\t1\tSELECT command denied")
+
+    def test_revoke_reaches_open_handles(self, srv, conns):
+        create_user(srv, "revokee")
+        srv.exec_sql("GRANT SELECT ON test.acct TO 'revokee'@'127.0.0.1'")
+        c = conns(srv)
+        assert login(c, "revokee", "pw") == b"0\t1\n"
+        assert c.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"0\t1\n"
+        assert c.request("1\t=\t1\t1\n") == b"0\t2\t1\talice\n"
+        srv.exec_sql("REVOKE SELECT ON test.acct FROM 'revokee'@'127.0.0.1'")
+        t0 = time.monotonic()
+        while c.request("1\t=\t1\t1\n") == b"0\t2\t1\talice\n":
+            assert time.monotonic() - t0 < 2.0, "REVOKE did not reach the open handle"
+            time.sleep(0.02)
+        took = time.monotonic() - t0
+        assert took <= INTERVAL_MS / 1000 + 0.5
+        assert c.request("1\t=\t1\t1\n").startswith(b"3\t1\tSELECT command denied")
+        srv.exec_sql("GRANT SELECT ON test.acct TO 'revokee'@'127.0.0.1'")
+        time.sleep(INTERVAL_MS / 1000 * 2 + 0.1)
+        assert c.request("1\t=\t1\t1\n") == b"0\t2\t1\talice\n"
+
+    def test_revoke_db_level_and_drop_user(self, srv, conns):
+        create_user(srv, "dropped")
+        srv.exec_sql("GRANT SELECT ON test.* TO 'dropped'@'127.0.0.1'")
+        c = conns(srv)
+        assert login(c, "dropped", "pw") == b"0\t1\n"
+        assert c.request("P\t1\ttest\tother\tPRIMARY\tid,v\n") == b"0\t1\n"
+        assert c.request("1\t=\t1\t1\n") == b"0\t2\t1\tx\n"
+        srv.exec_sql("DROP USER 'dropped'@'127.0.0.1'")
+        time.sleep(INTERVAL_MS / 1000 * 2 + 0.1)
+        r = c.request("1\t=\t1\t1\n")
+        assert r.startswith(b"3\t1\t"), r
+
+    def test_global_privilege(self, srv, conns):
+        create_user(srv, "globalreader")
+        srv.exec_sql("GRANT SELECT ON *.* TO 'globalreader'@'127.0.0.1'")
+        c = conns(srv)
+        assert login(c, "globalreader", "pw") == b"0\t1\n"
+        assert c.request("P\t1\ttest\tother\tPRIMARY\tid,v\n") == b"0\t1\n"
+        assert c.request("1\t=\t1\t1\n") == b"0\t2\t1\tx\n"
+
+    def test_status_counters(self, srv, conns):
+        before_ok, before_fail, before_denied = (status(srv, "auth_successes"), status(srv, "auth_failures"),
+                                                 status(srv, "access_denied"))
+        create_user(srv, "counted")
+        c = conns(srv)
+        assert login(c, "counted", "bad").startswith(b"3\t1\t")
+        assert login(c, "counted", "pw") == b"0\t1\n"
+        assert c.request("P\t1\ttest\tacct\tPRIMARY\tid\n").startswith(b"3\t1\t")
+        assert status(srv, "auth_successes") == before_ok + 1
+        assert status(srv, "auth_failures") == before_fail + 1
+        assert status(srv, "access_denied") >= before_denied + 1
+
+
+# ---- connection limits and abuse --------------------------------------------------------------
+
+class TestLimits:
+    def test_account_max_user_connections(self, srv, conns):
+        create_user(srv, "limited", extra="WITH MAX_USER_CONNECTIONS 2")
+        a, b, x = conns(srv), conns(srv), conns(srv)
+        assert login(a, "limited", "pw") == b"0\t1\n"
+        assert login(b, "limited", "pw") == b"0\t1\n"
+        assert login(x, "limited", "pw") == \
+            b"3\t1\tUser 'limited'@'127.0.0.1' has exceeded the 'max_user_connections' resource (2)\n"
+        a.close()
+        deadline = time.monotonic() + 5
+        while login(x, "limited", "pw") != b"0\t1\n":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+
+    def test_global_max_user_connections(self, conns):
+        s = start("peracct", "--tablesocket-require-auth=ON", "--tablesocket-max-user-connections=1")
+        try:
+            create_user(s, "one")
+            a, b = conns(s), conns(s)
+            assert login(a, "one", "pw") == b"0\t1\n"
+            assert login(b, "one", "pw").endswith(b"has exceeded the 'max_user_connections' resource (1)\n")
+            # a second login on the connection that holds the slot keeps it
+            assert login(a, "one", "pw") == b"0\t1\n"
+        finally:
+            s.stop()
+
+    def test_ten_thousand_failed_logins_while_others_work(self, srv, conns):
+        create_user(srv, "busy")
+        srv.exec_sql("GRANT SELECT ON test.acct TO 'busy'@'127.0.0.1'")
+        good = conns(srv)
+        assert login(good, "busy", "pw") == b"0\t1\n"
+        assert good.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"0\t1\n"
+        before = status(srv, "auth_failures")
+        log_lines_before = srv.log_path.read_text(errors="replace").count("failed login")
+        n = 10_000
+        stop = threading.Event()
+        served = []
+
+        def keep_reading():
+            while not stop.is_set():
+                assert good.request("1\t=\t1\t1\n") == b"0\t2\t1\talice\n"
+                served.append(1)
+        t = threading.Thread(target=keep_reading)
+        t.start()
+        try:
+            bad = conns(srv)
+            tok = "00" * 20
+            batch = 500
+            for _ in range(n // batch):
+                bad.send(("A\t2\n" + f"A\t3\tbusy\t{tok}\n") * batch)
+                lines = bad.recv_lines(2 * batch, timeout=60)
+                assert all(line.startswith((b"0\t1\t", b"3\t1\tAccess denied")) for line in lines)
+        finally:
+            stop.set()
+            t.join()
+        assert status(srv, "auth_failures") == before + n
+        assert len(served) > 10
+        # rate-limited logging: a handful of lines, not ten thousand
+        assert srv.log_path.read_text(errors="replace").count("failed login") - log_lines_before <= 2
+
+    def test_client_stalling_mid_login_blocks_nobody(self, srv, conns):
+        create_user(srv, "patient")
+        srv.exec_sql("GRANT SELECT ON test.acct TO 'patient'@'127.0.0.1'")
+        stalled = conns(srv)
+        stalled.request("A\t2\n")
+        stalled.send("A\t3\tpatient\t0123")  # half a request, then silence
+        raw = socket.create_connection(("127.0.0.1", srv.hs_port))
+        raw.sendall(b"A")  # one byte, then silence
+        c = conns(srv)
+        assert login(c, "patient", "pw") == b"0\t1\n"
+        assert c.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"0\t1\n"
+        raw.close()
+
+    def test_hostile_auth_input(self, srv, conns):
+        c = conns(srv)
+        long_user = "u" * 100_000
+        c.request("A\t2\n")
+        assert c.request(f"A\t3\t{long_user}\t\n").startswith(b"3\t1\tAccess denied")
+        assert c.request("A\t3\tx\t\n") == b"3\t1\tno challenge: request one with 'A 2' first\n"
+        assert c.request("A\t4\t\x01\x02\t\n").startswith(b"3\t1\t")
+        assert c.request("A\t3\tnul\x10user\t" + "ab" * 20 + "\n").startswith(b"3\t1\t")
+        assert c.request("A\n") == b"3\t1\tauthtype\n"
+        create_user(srv, "afterhostile")
+        assert login(c, "afterhostile", "pw") == b"0\t1\n"
+
+
+# ---- an anonymous account for connections that do not log in ----------------------------------
+
+class TestAnonymousAccount:
+    @pytest.fixture(scope="class")
+    def mapped(self):
+        s = MariaDBServer("tablesocket", name="anon", extra_args=[
+            f"--tablesocket-privilege-check-interval={INTERVAL_MS}", "--tablesocket-require-auth=ON",
+            "--tablesocket-anonymous-account='legacy'@'%'"])
+        s.start()
+        s.exec_sql("CREATE TABLE test.acct (id INT PRIMARY KEY, name VARCHAR(20))")
+        s.exec_sql("INSERT INTO test.acct VALUES (1,'alice')")
+        s.exec_sql("CREATE TABLE test.other (id INT PRIMARY KEY, v VARCHAR(10))")
+        s.exec_sql("CREATE USER 'legacy'@'%' IDENTIFIED BY 'unused'")
+        s.exec_sql("GRANT SELECT ON test.acct TO 'legacy'@'%'")
+        try:
+            yield s
+        finally:
+            s.stop()
+
+    def test_unauthenticated_get_the_mapped_account(self, mapped, conns):
+        c = conns(mapped)
+        assert c.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"0\t1\n"
+        assert c.request("1\t=\t1\t1\n") == b"0\t2\t1\talice\n"
+        assert c.request("P\t2\ttest\tother\tPRIMARY\tid\n") == \
+            b"3\t1\tSELECT command denied to user 'legacy'@'%' for table `test`.`other`\n"
+        w = conns(mapped, wr=True)
+        assert w.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"0\t1\n"
+        assert w.request("1\t+\t2\t2\tbob\n").startswith(b"3\t1\tINSERT command denied")
+
+
+class TestUnrestrictedByDefault:
+    def test_default_server_needs_no_login(self, server):
+        # The shared server runs with the defaults: HandlerSocket's behaviour, no account needed.
+        assert server.sql("SELECT @@tablesocket_require_auth, @@tablesocket_anonymous_account") == [("0", "")]
+        server.exec_sql("CREATE TABLE IF NOT EXISTS test.sec_default (id INT PRIMARY KEY, v VARCHAR(5))")
+        server.exec_sql("REPLACE INTO test.sec_default VALUES (1, 'a')")
+        c = HSConn(server.hs_port)
+        try:
+            assert c.request("P\t1\ttest\tsec_default\tPRIMARY\tid,v\n") == b"0\t1\n"
+            assert c.request("1\t=\t1\t1\n") == b"0\t2\t1\ta\n"
+            # but a client that logs in is held to its account's privileges
+            create_user(server, "defuser")
+            assert login(c, "defuser", "pw") == b"0\t1\n"
+            assert c.request("P\t1\ttest\tsec_default\tPRIMARY\tid,v\n").startswith(b"3\t1\tSELECT command denied")
+        finally:
+            c.close()
+            server.exec_sql("DROP TABLE IF EXISTS test.sec_default")
+            server.exec_sql("DROP USER IF EXISTS 'defuser'@'127.0.0.1'")
+
+
+# ---- memcached ----------------------------------------------------------------------------------
+
+class TestMemcachedAuth:
+    @pytest.fixture(scope="class")
+    def mcsrv(self, tmp_path_factory):
+        sock = str(tmp_path_factory.mktemp("mcsock") / "mc.sock")
+        s = MariaDBServer("tablesocket", name="mcauth", extra_args=[
+            f"--tablesocket-privilege-check-interval={INTERVAL_MS}", "--tablesocket-require-auth=ON",
+            f"--tablesocket-mc-socket={sock}"])
+        s.start()
+        s.load_mc_schema()
+        s.mc_unix = sock
+        s.exec_sql("DELETE FROM test.kv")
+        s.exec_sql("INSERT INTO test.kv (k, v, flags, cas, exp) VALUES ('hello', 'world', 0, 0, 0)")
+        s.exec_sql("CREATE USER 'mcuser'@'localhost' IDENTIFIED BY 'mcpw'")
+        s.exec_sql("GRANT SELECT, INSERT, UPDATE, DELETE ON test.kv TO 'mcuser'@'localhost'")
+        s.exec_sql("CREATE USER 'mcro'@'localhost' IDENTIFIED BY 'ro'")
+        s.exec_sql("GRANT SELECT ON test.kv TO 'mcro'@'localhost'")
+        try:
+            yield s
+        finally:
+            s.stop()
+
+    def test_unauthenticated_commands_refused(self, mcsrv):
+        c = McConn(mcsrv.mc_port)
+        c.send("get hello\r\n")
+        c.expect(b"CLIENT_ERROR unauthenticated\r\n")
+        c.send("delete hello\r\n")
+        c.expect(b"CLIENT_ERROR unauthenticated\r\n")
+        c.send("mg hello v\r\n")
+        c.expect(b"CLIENT_ERROR unauthenticated\r\n")
+
+    def test_ascii_auth_over_tcp_without_tls_is_refused(self, mcsrv):
+        c = McConn(mcsrv.mc_port)
+        c.send("set auth 0 0 11\r\nmcuser mcpw\r\n")
+        c.expect(b"CLIENT_ERROR authentication failure\r\n")
+        c.send("get hello\r\n")
+        c.expect(b"CLIENT_ERROR unauthenticated\r\n")
+
+    def test_ascii_auth_on_unix_socket(self, mcsrv):
+        c = McConn(unix_path=mcsrv.mc_unix)
+        c.send("set whatever 0 0 11\r\nmcuser mcpw\r\n")
+        c.expect(b"STORED\r\n")
+        c.send("get hello\r\n")
+        c.expect(b"VALUE hello 0 5\r\nworld\r\nEND\r\n")
+        c.send("set k2 0 0 2\r\nv2\r\n")
+        c.expect(b"STORED\r\n")
+        assert mcsrv.sql("SELECT v FROM test.kv WHERE k='k2'") == [("v2",)]
+
+    def test_ascii_auth_wrong_password(self, mcsrv):
+        c = McConn(unix_path=mcsrv.mc_unix)
+        c.send("set whatever 0 0 11\r\nmcuser nope\r\n")
+        c.expect(b"CLIENT_ERROR authentication failure\r\n")
+        c.send("get hello\r\n")
+        c.expect(b"CLIENT_ERROR unauthenticated\r\n")
+
+    def test_read_only_account(self, mcsrv):
+        c = McConn(unix_path=mcsrv.mc_unix)
+        c.send("set a 0 0 7\r\nmcro ro\r\n")
+        c.expect(b"STORED\r\n")
+        c.send("get hello\r\n")
+        c.expect(b"VALUE hello 0 5\r\nworld\r\nEND\r\n")
+        c.send("set hello 0 0 1\r\nx\r\n")
+        line = c.recv_line()
+        assert line.startswith(b"CLIENT_ERROR INSERT command denied to user 'mcro'@'localhost'"), line
+        c.send("delete hello\r\n")
+        assert c.recv_line().startswith(b"CLIENT_ERROR DELETE command denied")
+        assert mcsrv.sql("SELECT v FROM test.kv WHERE k='hello'") == [("world",)]
+
+    def test_container_needs_privileges_on_its_table(self, mcsrv):
+        c = McConn(unix_path=mcsrv.mc_unix)
+        c.send("set a 0 0 11\r\nmcuser mcpw\r\n")
+        c.expect(b"STORED\r\n")
+        c.send("get @@aaa.x\r\n")
+        line = c.recv_line()
+        assert line.startswith(b"CLIENT_ERROR SELECT command denied to user 'mcuser'@'localhost' for table "
+                               b"`test`.`demo_test`"), line
