@@ -226,11 +226,15 @@ import threading
 class LoopbackServer:
     """A tiny line server on 127.0.0.1 for tests that need a real socket. ``handler(line)``
     returns the reply line (without LF), or None to stay silent. Blocking reads and
-    writes, one thread per connection, ``sndbuf`` shrinks the send buffer."""
+    writes, one thread per connection, ``sndbuf`` shrinks the send buffer. With
+    ``per_connection=True``, ``handler()`` is called for each connection and returns
+    that connection's line handler (for servers with per-connection state)."""
 
-    def __init__(self, handler: Callable[[bytes], Optional[bytes]], *, ssl_context=None,
-                 sndbuf: Optional[int] = None, read_chunk: int = 65536) -> None:
+    def __init__(self, handler: Callable[..., Optional[bytes]], *, ssl_context=None,
+                 sndbuf: Optional[int] = None, read_chunk: int = 65536,
+                 per_connection: bool = False) -> None:
         self.handler = handler
+        self.per_connection = per_connection
         self.ssl_context = ssl_context
         self.sndbuf = sndbuf
         self.read_chunk = read_chunk
@@ -261,6 +265,7 @@ class LoopbackServer:
             if self.ssl_context is not None:
                 conn = self.ssl_context.wrap_socket(conn, server_side=True)
             self.conns.append(conn)
+            handler = self.handler() if self.per_connection else self.handler
             buf = b""
             while True:
                 data = conn.recv(self.read_chunk)
@@ -270,7 +275,7 @@ class LoopbackServer:
                 *lines, buf = buf.split(b"\n")
                 out = []
                 for line in lines:
-                    reply = self.handler(line)
+                    reply = handler(line)
                     if reply is not None:
                         out.append(reply + b"\n")
                 if out:
@@ -308,3 +313,109 @@ def echo_handler(line: bytes) -> Optional[bytes]:
         size = int(parts[4]) if len(parts) > 4 and parts[4].isdigit() else 1
         return b"0\t2\t" + key + b"\t" + b"v" * size
     return b"2\t1\top"
+
+
+# ---- a fake server with MariaDB accounts ----------------------------------------------------
+
+import hashlib
+
+
+def _sha1(data: bytes) -> bytes:
+    return hashlib.sha1(data).digest()
+
+
+class AccountServer:
+    """The server side of the account logins, written from the protocol description
+    (not from the client's code), with per-connection state:
+
+    * ``A 1 <secret>``; ``A 2`` -> ``0 1 <nonce>``; ``A 3 <user> <token>`` checked the
+      way MariaDB checks a mysql_native_password scramble against the stored
+      ``SHA1(SHA1(password))`` only; ``A 4 <user> <password>`` if ``cleartext_ok``.
+      A successful ``A 3``/``A 4`` forgets the connection's indexes.
+    * ``P <id> <db> <table> ...`` -> ``3 1 SELECT command denied ...`` if the logged-in
+      user has no grant on the table (anyone may open anything before a login).
+    * ``<id> = 1 <k>`` -> ``0 2 <table> <k>``; ``2 1 stmtnum`` if ``<id>`` is not open.
+
+    Use :meth:`connection` for one connection's line handler.
+    """
+
+    def __init__(self, accounts, grants=None, *, secret=None, cleartext_ok=False,
+                 require_auth=False):
+        self.stage2 = {u.encode(): _sha1(_sha1(p.encode())) if p else b""
+                       for u, p in accounts.items()}
+        self.passwords = {u.encode(): p.encode() for u, p in accounts.items()}
+        self.grants = {u.encode(): set(t.encode() for t in ts) for u, ts in (grants or {}).items()}
+        self.secret = secret
+        self.cleartext_ok = cleartext_ok
+        self.require_auth = require_auth
+        self.nonces = 0
+        self.logins = []      # (user, method) of every successful login
+        self.lines = []       # every request line received, over all connections
+        self.lock = threading.Lock()
+
+    def _nonce(self) -> bytes:
+        with self.lock:
+            self.nonces += 1
+            return hashlib.sha256(b"nonce%d" % self.nonces).digest()[:20]
+
+    def connection(self):
+        state = {"user": None, "nonce": None, "opened": {}}
+
+        def handle(line: bytes) -> Optional[bytes]:
+            with self.lock:
+                self.lines.append(line)
+            t = line.split(b"\t")
+            if t[0] == b"A":
+                return self._auth(state, t)
+            if self.require_auth and state["user"] is None:
+                return b"3\t1\tunauth"
+            if t[0] == b"P":
+                user = state["user"]
+                if user is not None and t[3] not in self.grants.get(user, ()):
+                    return (b"3\t1\tSELECT command denied to user '" + user +
+                            b"'@'localhost' for table '" + t[3] + b"'")
+                state["opened"][t[1]] = t[3]
+                return b"0\t1"
+            if len(t) >= 4 and t[1] == b"=":
+                if t[0] not in state["opened"]:
+                    return b"2\t1\tstmtnum"
+                return b"0\t2\t" + state["opened"][t[0]] + b"\t" + t[3]
+            return b"2\t1\top"
+
+        return handle
+
+    def _auth(self, state, t) -> bytes:
+        kind = t[1] if len(t) > 1 else b""
+        if kind == b"1" and len(t) == 3:
+            return b"0\t1" if self.secret is not None and t[2] == self.secret.encode() else b"3\t1\tunauth"
+        if kind == b"2" and len(t) == 2:
+            state["nonce"] = self._nonce()
+            return b"0\t1\t" + state["nonce"].hex().encode()
+        if kind == b"3" and len(t) == 4:
+            nonce, state["nonce"] = state["nonce"], None
+            user, token = t[2], t[3]
+            stage2 = self.stage2.get(user)
+            ok = False
+            if nonce is not None and stage2 is not None:
+                if stage2 == b"":
+                    ok = token == b""
+                elif len(token) == 40:
+                    mask = _sha1(nonce + stage2)
+                    stage1 = bytes(a ^ b for a, b in zip(bytes.fromhex(token.decode()), mask))
+                    ok = _sha1(stage1) == stage2
+            return self._login(state, user, ok, "native")
+        if kind == b"4" and len(t) == 4:
+            if not self.cleartext_ok:
+                return b"3\t1\tcleartext passwords need TLS"
+            user, pw = t[2], t[3]
+            return self._login(state, user, self.passwords.get(user) == pw, "cleartext")
+        return b"3\t1\tauthtype"
+
+    def _login(self, state, user, ok, method) -> bytes:
+        if not ok:
+            return b"3\t1\tAccess denied for user '" + user + b"'@'localhost'"
+        state["user"] = user
+        state["opened"].clear()
+        with self.lock:
+            self.logins.append((user.decode(), method))
+        return b"0\t1"

@@ -6,6 +6,16 @@ Environment:
   TABLESOCKET_SQL_SOCKET   the server's Unix socket, for creating tables with the mariadb
                            CLI (required); TABLESOCKET_MARIADB_CLI overrides the binary
   TABLESOCKET_EXTENSIONS=1 also run the tablesocket-only tests (ops L, +=, M- and M+)
+  TABLESOCKET_EXPECT_SECURITY=1
+                           fail, rather than skip, the MariaDB-account login and TLS tests
+                           when the server does not support them (see below)
+
+The login tests create MariaDB accounts and skip, saying why, when the server answers
+'A 2' with anything but a challenge (e.g. '3 1 authtype' from a server without account
+logins). The TLS tests start a second private server (tests/integration/tsserver.py,
+plugin tablesocket only) with --tablesocket-ssl-cert/--tablesocket-ssl-key and a
+certificate made with the openssl CLI, and skip when that is not possible or the server
+does not complete a TLS handshake.
 
 TS_HS_HOST, TS_HS_PORT_WR and TS_SQL_SOCKET (as set by
 `tests/integration/tsserver.py serve -- CMD`) are used when the TABLESOCKET_* names are unset.
@@ -15,12 +25,19 @@ session drops them at the end.
 """
 
 import asyncio
+import hashlib
 import itertools
 import os
+import re
 import shutil
+import socket
+import ssl
 import subprocess
+import sys
 import threading
 import time
+import types
+from pathlib import Path
 
 import pytest
 
@@ -468,3 +485,297 @@ def test_timeline_async(client):
             assert b.value == _model(rows, sorted(v for v, w in follows if w == 1), True, 2)
 
     asyncio.run(main())
+
+
+
+# ---- MariaDB accounts and TLS ----------------------------------------------------------------
+
+EXPECT_SECURITY = os.environ.get("TABLESOCKET_EXPECT_SECURITY") == "1"
+
+
+def _unavailable(reason):
+    if EXPECT_SECURITY:
+        pytest.fail(f"{reason} (TABLESOCKET_EXPECT_SECURITY=1)")
+    pytest.skip(reason)
+
+
+def sql_value(statement, socket_path=None):
+    r = subprocess.run([MARIADB, f"--socket={socket_path or SQL_SOCKET}", "-uroot", "-N", "-B",
+                        DB, "-e", statement], check=True, capture_output=True, timeout=60)
+    return r.stdout.decode("utf-8").strip()
+
+
+def _login_unsupported(host, port, ctx=None):
+    """None if the server answers 'A 2' with a challenge, else why not."""
+    try:
+        s = socket.create_connection((host, port), timeout=10)
+        with (ctx.wrap_socket(s, server_hostname="localhost") if ctx else s) as s:
+            s.sendall(b"A\t2\n")
+            buf = b""
+            while b"\n" not in buf:
+                data = s.recv(4096)
+                if not data:
+                    return "the server closed the connection on 'A 2'"
+                buf += data
+    except OSError as e:
+        return f"'A 2' failed: {e}"
+    line = buf.split(b"\n")[0]
+    if re.fullmatch(rb"0\t1\t[0-9a-fA-F]{40}", line):
+        return None
+    return f"the server does not support MariaDB-account logins yet ('A 2' -> {line!r})"
+
+
+def _create_account(run_sql, user, password, grants):
+    """user@localhost and user@127.0.0.1 (the server matches the connection's address)."""
+    for host in ("localhost", "127.0.0.1"):
+        run_sql(f"CREATE USER '{user}'@'{host}' IDENTIFIED BY '{password}'")
+        for privs, table in grants:
+            run_sql(f"GRANT {privs} ON `{DB}`.`{table}` TO '{user}'@'{host}'")
+
+
+def _drop_accounts(run_sql, users):
+    for user in users:
+        for host in ("localhost", "127.0.0.1"):
+            try:
+                run_sql(f"DROP USER IF EXISTS '{user}'@'{host}'")
+            except Exception:
+                pass
+
+
+@pytest.fixture(scope="module")
+def accounts():
+    """Accounts u1 ('pw': SELECT on t1), u2 ('pw2': SELECT, INSERT on t2) and uempty (no
+    password: SELECT on t1); t1 holds (1, 'one'), (2, 'two')."""
+    why = _login_unsupported(HOST, PORT)
+    if why:
+        _unavailable(why)
+    a = types.SimpleNamespace(u1=f"tsu1_{_RUN}", u2=f"tsu2_{_RUN}", uempty=f"tsue_{_RUN}",
+                              t1=make_table(USERS), t2=make_table(USERS))
+    sql(f"INSERT INTO `{a.t1}` (id, name) VALUES (1, 'one'), (2, 'two')")
+    try:
+        _create_account(sql, a.u1, "pw", [("SELECT", a.t1)])
+        _create_account(sql, a.u2, "pw2", [("SELECT, INSERT", a.t2)])
+        _create_account(sql, a.uempty, "", [("SELECT", a.t1)])
+        yield a
+    finally:
+        _drop_accounts(sql, [a.u1, a.u2, a.uempty])
+
+
+def test_password_hash_is_the_servers():
+    for pw in ("secret", "S3cr3t!x"):
+        expect = "*" + hashlib.sha1(hashlib.sha1(pw.encode()).digest()).hexdigest().upper()
+        assert sql_value(f"SELECT PASSWORD('{pw}')") == expect
+    assert sql_value("SELECT PASSWORD('secret')") == "*14E65567ABDB5135D0CFD9A70B3032C179A49EE7"
+
+
+def test_login_then_find(accounts):
+    a = accounts
+    with ts.Client(HOST, PORT, timeout=10, user=a.u1, password="pw") as c:
+        assert c.user == a.u1
+        idx = c.open_index(DB, a.t1, columns=["id", "name"], decode=[int, True])
+        assert idx.find(">=", [0], 10) == [(1, "one"), (2, "two")]
+        c.reconnect()  # logs in again
+        assert idx.get([2]) == (2, "two")
+
+
+def test_login_refused(accounts):
+    a = accounts
+    with pytest.raises(ts.AuthError) as ei:
+        ts.Client(HOST, PORT, timeout=10, user=a.u1, password="wrong")
+    assert ei.value.code == 3 and not isinstance(ei.value, ts.PermissionDenied)
+    with ts.Client(HOST, PORT, timeout=10) as c:
+        for user, pw in ((a.u1, "wrong"), (a.u1, ""), (f"nobody_{_RUN}", "pw")):
+            with pytest.raises(ts.AuthError) as ei:
+                c.login(user, pw)
+            assert ei.value.code == 3 and not c.closed
+        c.login(a.u1, "pw")  # the connection is still in sync
+        assert c.open_index(DB, a.t1, columns=["id"], decode=int).get([1]) == (1,)
+
+
+def test_empty_password(accounts):
+    a = accounts
+    with ts.Client(HOST, PORT, timeout=10, user=a.uempty) as c:
+        assert c.open_index(DB, a.t1, columns=["id"], decode=int).get([2]) == (2,)
+        with pytest.raises(ts.AuthError):
+            c.login(a.uempty, "x")
+
+
+def test_privileges(accounts):
+    a = accounts
+    with ts.Client(HOST, PORT, timeout=10, user=a.u1, password="pw") as c:
+        with pytest.raises(ts.PermissionDenied) as ei:
+            c.open_index(DB, a.t2, columns=["id"])
+        assert ei.value.code == 3
+        t1 = c.open_index(DB, a.t1, columns=["id", "name"])
+        with pytest.raises(ts.PermissionDenied):
+            t1.insert([9, "nine"])
+        assert t1.get([1]) == (b"1", b"one") and not c.closed
+        assert sql_value(f"SELECT COUNT(*) FROM `{a.t1}`") == "2"
+
+
+def test_relogin_reopens_indexes(accounts):
+    a = accounts
+    with ts.Client(HOST, PORT, timeout=10, user=a.u1, password="pw") as c:
+        t1 = c.open_index(DB, a.t1, columns=["id", "name"])
+        assert t1.get([1]) == (b"1", b"one")
+        c.login(a.u2, "pw2")  # the server forgets t1; the client re-opens it as u2
+        with pytest.raises(ts.PermissionDenied):
+            t1.get([1])
+        t2 = c.open_index(DB, a.t2, columns=["id", "name"])
+        assert t2.insert([5, "five"]) is None
+        assert t2.get([5]) == (b"5", b"five")
+        c.login(a.u1, "pw")
+        assert t1.get([2]) == (b"2", b"two")
+        with pytest.raises(ts.PermissionDenied):
+            t2.get([5])
+
+
+def test_cleartext_over_tcp_needs_the_admins_consent(accounts):
+    a = accounts
+    allowed = sql_value("SELECT @@tablesocket_allow_cleartext_passwords") == "1"
+    with ts.Client(HOST, PORT, timeout=10) as c:
+        if allowed:
+            c.login(a.u1, "pw", method="cleartext")
+        else:
+            with pytest.raises(ts.AuthError):
+                c.login(a.u1, "pw", method="cleartext")
+            assert not c.closed
+            c.login(a.u1, "pw")
+        assert c.open_index(DB, a.t1, columns=["id"], decode=int).get([1]) == (1,)
+
+
+def test_async_login(accounts):
+    a = accounts
+
+    async def main():
+        async with ts.AsyncClient(HOST, PORT, timeout=10, user=a.u1, password="pw") as c:
+            idx = await c.open_index(DB, a.t1, columns=["id", "name"], decode=[int, True])
+            assert await asyncio.gather(idx.get([1]), idx.get([2])) == [(1, "one"), (2, "two")]
+            with pytest.raises(ts.AuthError):
+                await c.login(a.u2, "wrong")
+            await c.login(a.u2, "pw2")
+            with pytest.raises(ts.PermissionDenied):
+                await idx.get([1])
+        with pytest.raises(ts.AuthError):
+            await ts.AsyncClient(HOST, PORT, timeout=10, user=a.u1, password="x").connect()
+
+    asyncio.run(main())
+
+
+def test_pool_login(accounts):
+    a = accounts
+    with ts.Pool(HOST, PORT, size=2, timeout=10, user=a.u1, password="pw") as pool:
+        for _ in range(3):
+            with pool.connection() as c:
+                idx = c.open_index(DB, a.t1, columns=["id"], decode=int)
+                assert idx.get([1]) == (1,)
+                c.reconnect()  # logs in again
+                assert idx.get([2]) == (2,)
+        with pool.connection() as c:
+            c.login(a.u2, "pw2")
+        assert c.closed  # not lent out with u2's privileges
+
+
+# -- TLS: a second private server with a certificate ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory):
+    if os.environ.get("TS_PLUGIN", "tablesocket") != "tablesocket":
+        pytest.skip("TLS is a tablesocket feature (TS_PLUGIN is not tablesocket)")
+    if shutil.which("openssl") is None:
+        _unavailable("the TLS tests need the openssl CLI to make a certificate")
+    here = Path(__file__).resolve().parents[3] / "tests" / "integration"
+    if not (here / "tsserver.py").is_file():
+        _unavailable(f"the TLS tests start a server with {here / 'tsserver.py'}, not found")
+    sys.path.insert(0, str(here))
+    try:
+        import tsserver
+    finally:
+        sys.path.remove(str(here))
+    d = tmp_path_factory.mktemp("tls")
+    key, crt = d / "key.pem", d / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(crt), "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    os.chmod(d, 0o755)
+    srv = tsserver.MariaDBServer("tablesocket", name="pyclient-tls", extra_args=[
+        f"--tablesocket-ssl-cert={crt}", f"--tablesocket-ssl-key={key}"])
+    try:
+        srv.start()
+    except Exception as e:
+        srv.cleanup()
+        _unavailable(f"could not start a server with --tablesocket-ssl-cert: {str(e)[:1500]}")
+    ctx = ssl.create_default_context(cafile=str(crt))
+    try:
+        ts.Client(tsserver.LOOPBACK, srv.hs_port_wr, ssl=ctx, connect_timeout=5).close()
+    except ts.ConnectionError as e:
+        srv.cleanup()
+        _unavailable(f"the server does not complete a TLS handshake on its HS port yet: {e}")
+    srv.exec_sql(f"CREATE TABLE IF NOT EXISTS {DB}.tls_t (id INT PRIMARY KEY, name VARCHAR(20))")
+    srv.exec_sql(f"INSERT INTO {DB}.tls_t VALUES (1, 'one'), (2, 'two')")
+    try:
+        yield types.SimpleNamespace(srv=srv, host=tsserver.LOOPBACK, port=srv.hs_port_wr,
+                                    ctx=ctx, cert=str(crt))
+    finally:
+        srv.cleanup()
+
+
+def test_tls_find(tls_server):
+    t = tls_server
+    with ts.Client(t.host, t.port, timeout=10, ssl=t.ctx) as c:
+        idx = c.open_index(DB, "tls_t", columns=["id", "name"], decode=[int, True])
+        assert idx.find(">=", [0], 10) == [(1, "one"), (2, "two")]
+        with c.pipeline() as p:
+            rs = [p.find(idx, "=", [i % 2 + 1]) for i in range(3000)]
+        assert all(r.value == [(i % 2 + 1, ["one", "two"][i % 2])] for i, r in enumerate(rs))
+        c.reconnect()
+        assert idx.get([2]) == (2, "two")
+
+    async def main():
+        async with ts.AsyncClient(t.host, t.port, timeout=10, ssl=t.ctx) as c:
+            idx = await c.open_index(DB, "tls_t", columns=["id"], decode=int)
+            assert await asyncio.gather(*(idx.get([i % 2 + 1]) for i in range(200))) == \
+                [(i % 2 + 1,) for i in range(200)]
+    asyncio.run(main())
+    with ts.Pool(t.host, t.port, size=2, timeout=10, ssl=t.ctx) as pool:
+        with pool.connection() as c:
+            assert c.open_index(DB, "tls_t", columns=["id"], decode=int).get([1]) == (1,)
+    with pytest.raises(ts.ConnectionError):  # an untrusted certificate
+        ts.Client(t.host, t.port, timeout=10, ssl=True)
+    with pytest.raises(ts.ConnectionError):  # a name the certificate does not have
+        ts.Client(t.host, t.port, timeout=10, ssl=t.ctx, server_hostname="other.example")
+
+
+def test_tls_logins(tls_server):
+    t = tls_server
+    why = _login_unsupported(t.host, t.port, t.ctx)
+    if why:
+        _unavailable(why)
+    user = f"tstls_{_RUN}"
+    _create_account(lambda q: t.srv.exec_sql(q, db=None), user, "pw", [("SELECT", "tls_t")])
+    try:
+        for method in ("cleartext", "native"):  # cleartext: accepted because of TLS
+            with ts.Client(t.host, t.port, timeout=10, ssl=t.ctx, user=user, password="pw",
+                           auth=method) as c:
+                assert c.open_index(DB, "tls_t", columns=["id"], decode=int).get([1]) == (1,)
+                with pytest.raises(ts.AuthError):
+                    c.login(user, "wrong", method=method)
+
+        async def main():
+            async with ts.AsyncClient(t.host, t.port, timeout=10, ssl=t.ctx, user=user,
+                                      password="pw", auth="cleartext") as c:
+                idx = await c.open_index(DB, "tls_t", columns=["id"], decode=int)
+                assert await idx.get([2]) == (2,)
+        asyncio.run(main())
+        with ts.Pool(t.host, t.port, size=2, timeout=10, ssl=t.ctx, user=user, password="pw",
+                     auth="cleartext") as pool:
+            with pool.connection() as c:
+                assert c.open_index(DB, "tls_t", columns=["id"], decode=int).get([2]) == (2,)
+        with ts.Client(t.host, t.port, timeout=10) as plain:  # same server, no TLS
+            with pytest.raises(ts.AuthError):
+                plain.login(user, "pw", method="cleartext")
+            plain.login(user, "pw")
+    finally:
+        _drop_accounts(lambda q: t.srv.exec_sql(q, db=None), [user])

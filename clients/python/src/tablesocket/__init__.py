@@ -7,13 +7,20 @@
 """
 
 from .aio import AsyncClient, AsyncIndex, AsyncPipeline
-from .auth import AuthMethod, SharedSecret
+from .auth import (
+    AuthMethod,
+    CleartextPassword,
+    NativePassword,
+    SharedSecret,
+    native_password_token,
+)
 from ._core import Result
 from .client import Client, Index, Pipeline, SocketTransport, Transport
 from .errors import (
     AuthError,
     ClientError,
     ConnectionError,
+    PermissionDenied,
     PoolTimeoutError,
     ProtocolError,
     ServerError,
@@ -31,12 +38,15 @@ __all__ = [
     "AsyncPipeline",
     "AuthError",
     "AuthMethod",
+    "CleartextPassword",
     "Client",
     "ClientError",
     "ConnectionError",
     "Filter",
     "Index",
     "NULL",
+    "NativePassword",
+    "PermissionDenied",
     "Pipeline",
     "Pool",
     "PoolTimeoutError",
@@ -51,4 +61,5 @@ __all__ = [
     "Transport",
     "Value",
     "__version__",
+    "native_password_token",
 ]

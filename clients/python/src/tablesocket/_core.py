@@ -5,6 +5,7 @@ requests with their result slots, and building requests for an index."""
 from __future__ import annotations
 
 import socket
+import ssl as _ssl
 import threading
 from typing import (
     Any,
@@ -186,7 +187,8 @@ class Batch:
 
 class Session:
     """Per-client protocol state that survives reconnects: index specs and their ids.
-    ``generation`` counts connections; an index is open on the current connection
+    ``generation`` counts connections and account logins (after which the server has
+    forgotten the connection's indexes); an index is open on the current connection
     iff its id is in ``opened``."""
 
     def __init__(self) -> None:
@@ -199,6 +201,12 @@ class Session:
     def new_connection(self) -> None:
         self.generation += 1
         self.opened.clear()
+
+    def forget_opened(self) -> None:
+        """The server forgot the connection's indexes (a login changed its account):
+        each is re-opened before its next use. Replies still to come for requests sent
+        before belong to the previous generation and cannot mark an index closed."""
+        self.new_connection()
 
     def index_id(self, spec: IndexSpec) -> int:
         """The id for this spec (allocated on first use; ids stay small)."""
@@ -226,6 +234,10 @@ class Session:
         out: List[Operation] = []
         for op in ops:
             req = op.request
+            if req.resets_indexes:
+                # Cleared when the request is queued, not when it is answered: whatever
+                # is sent after it (possibly by other tasks) re-opens its indexes.
+                self.forget_opened()
             if req.opens and req.index_id is not None:
                 self.opened.add(req.index_id)
             else:
@@ -412,6 +424,31 @@ def as_tablesocket_error(exc: BaseException, what: str) -> TablesocketError:
     if isinstance(exc, OSError):
         return errors.ConnectionError(f"{what}: {exc.strerror or exc}")
     return errors.ConnectionError(f"{what}: {exc!r}")
+
+
+def resolve_ssl(ssl: Union["_ssl.SSLContext", bool, None],
+                ssl_context: Optional["_ssl.SSLContext"]) -> Optional["_ssl.SSLContext"]:
+    """The TLS context from a client's ``ssl=`` (a context, ``True`` for
+    :func:`ssl.create_default_context`, ``False``/``None`` for none) and the older
+    ``ssl_context=`` spelling."""
+    if ssl_context is not None:
+        if ssl is not None:
+            raise ClientError("give ssl= or ssl_context=, not both")
+        ssl = ssl_context
+    if ssl is None or ssl is False:
+        return None
+    if ssl is True:
+        return _ssl.create_default_context()
+    if not isinstance(ssl, _ssl.SSLContext):
+        raise ClientError("ssl must be an ssl.SSLContext, True or None")
+    return ssl
+
+
+def check_timeouts(**values: Optional[float]) -> None:
+    for name, value in values.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or value <= 0):
+            raise ClientError(f"{name} must be a positive number or None")
 
 
 def check_index_owner(index: IndexBase, client: Any) -> None:

@@ -36,9 +36,11 @@ from ._core import (
     PipelineBase,
     Session,
     as_tablesocket_error,
+    check_timeouts,
     make_spec,
+    resolve_ssl,
 )
-from .auth import AuthMethod, as_auth_method
+from .auth import AuthMethod, as_auth_method, login_method, resolve_auth
 from .client import DEFAULT_MAX_REPLY, DEFAULT_TIMEOUT
 from .errors import ClientError, TablesocketError
 from .protocol import DecodeSpec, Filter, LineReader, ReplyKind, Request, Row, Value
@@ -69,9 +71,15 @@ class AsyncClient:
     """An asyncio connection to a tablesocket (or HandlerSocket) listener.
 
     Create it, then ``await client.connect()`` or use ``async with AsyncClient(...) as
-    client``. Arguments are those of :class:`~tablesocket.Client`; TLS uses
-    ``ssl_context`` through asyncio's ``ssl=``. ``stream_factory`` (for tests) is an
-    async callable returning a ``(reader, writer)`` pair.
+    client``. Arguments are those of :class:`~tablesocket.Client` (``user``,
+    ``password``, ``auth``, ``secret``: log in on every connection; ``ssl``: TLS,
+    passed to :func:`asyncio.open_connection`, whose handshake ``connect_timeout``
+    bounds). ``stream_factory`` (for tests) is an async callable returning a
+    ``(reader, writer)`` pair.
+
+    The login runs before :meth:`connect` returns; until then other tasks see the
+    client as closed. While :meth:`login` runs, requests that other tasks send go out
+    in order with the login: those sent before it run as the previous account.
     """
 
     def __init__(
@@ -81,30 +89,30 @@ class AsyncClient:
         *,
         timeout: Optional[float] = DEFAULT_TIMEOUT,
         connect_timeout: Optional[float] = None,
+        user: Union[str, bytes, None] = None,
+        password: Union[str, bytes, None] = None,
+        secret: Union[str, bytes, None] = None,
+        auth: Union[AuthMethod, str, bytes, None] = None,
+        ssl: Union[ssl.SSLContext, bool, None] = None,
         ssl_context: Optional[ssl.SSLContext] = None,
         server_hostname: Optional[str] = None,
-        auth: Union[AuthMethod, str, bytes, None] = None,
         max_reply_size: int = DEFAULT_MAX_REPLY,
         stream_factory: Optional[StreamFactory] = None,
     ) -> None:
-        for name, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or value <= 0):
-                raise ClientError(f"{name} must be a positive number or None")
-        if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
-            raise ClientError("ssl_context must be an ssl.SSLContext")
+        check_timeouts(timeout=timeout, connect_timeout=connect_timeout)
         self.host = host
         self.port = port
         self.timeout = timeout
         self.connect_timeout = connect_timeout if connect_timeout is not None else timeout
-        self.ssl_context = ssl_context
+        self.ssl_context = resolve_ssl(ssl, ssl_context)
         self.server_hostname = server_hostname
-        self._auth = as_auth_method(auth) if auth is not None else None
+        self._auth, self._login = resolve_auth(auth, user, password, secret)
         self._stream_factory = stream_factory
         self._max_reply = max_reply_size
         self._session = Session()
         self._conn: Optional[_Conn] = None
         self._connect_lock: Optional[asyncio.Lock] = None
+        self._auth_lock: Optional[asyncio.Lock] = None  # one login exchange at a time
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
@@ -121,10 +129,16 @@ class AsyncClient:
     def closed(self) -> bool:
         return self._conn is None
 
+    @property
+    def user(self) -> Optional[str]:
+        """The MariaDB account user this client logs in as (``None``: no login)."""
+        name = getattr(self._login, "user", None)
+        return name.decode("utf-8", "replace") if isinstance(name, bytes) else name
+
     # -- connection -----------------------------------------------------------------
 
     async def connect(self) -> None:
-        """Open the connection if it is closed (and authenticate if configured)."""
+        """Open the connection if it is closed (and log in, if configured)."""
         if self._connect_lock is None:
             self._connect_lock = asyncio.Lock()
         async with self._connect_lock:
@@ -147,15 +161,19 @@ class AsyncClient:
             except Exception as e:
                 raise as_tablesocket_error(e, f"connect to {self.host}:{self.port}") from e
             conn = _Conn(reader, writer, self._max_reply)
-            self._conn = conn
             self._session.new_connection()
             conn.task = asyncio.get_running_loop().create_task(self._read_loop(conn))
-            if self._auth is not None:
-                try:
-                    await self._run_auth(self._auth)
-                except BaseException:
-                    await self.close()
-                    raise
+            # Published only once logged in: until then other tasks see a closed client
+            # rather than sending requests that would run before the login.
+            try:
+                for method in (self._auth, self._login):
+                    if method is not None:
+                        await self._run_auth(method, conn)
+            except BaseException:
+                # never leave a connection that is not logged in as asked
+                await self._close_conn(conn, errors.ConnectionError("login failed; connection closed"))
+                raise
+            self._conn = conn
 
     async def reconnect(self) -> None:
         """Close the connection (if open) and open a new one."""
@@ -167,7 +185,10 @@ class AsyncClient:
         conn = self._conn
         if conn is None:
             return
-        self._drop(conn, errors.ConnectionError("connection closed by the client"))
+        await self._close_conn(conn, errors.ConnectionError("connection closed by the client"))
+
+    async def _close_conn(self, conn: _Conn, err: BaseException) -> None:
+        self._drop(conn, err)
         task = conn.task
         if task is not None and task is not asyncio.current_task():
             await asyncio.gather(task, return_exceptions=True)
@@ -229,22 +250,37 @@ class AsyncClient:
         """Authenticate (see :meth:`tablesocket.Client.auth`)."""
         m = as_auth_method(method)
         self._require_open()
-        await self._run_auth(m)
-        self._auth = m
+        if self._auth_lock is None:
+            self._auth_lock = asyncio.Lock()
+        async with self._auth_lock:  # two exchanges at once would mix up their replies
+            conn = self._require_open()
+            await self._run_auth(m, conn)
+        if m.changes_account:
+            self._login = m
+        else:
+            self._auth = m
 
-    async def _run_auth(self, method: AuthMethod) -> None:
+    async def login(self, user: Union[str, bytes], password: Union[str, bytes, None] = None,
+                    *, method: str = "auto") -> None:
+        """Log in as a MariaDB account (see :meth:`tablesocket.Client.login`)."""
+        await self.auth(login_method(user, password, method))
+
+    async def _run_auth(self, method: AuthMethod, conn: _Conn) -> None:
         gen = method.exchange()
         try:
             line = next(gen)
         except StopIteration:
             return
         while True:
-            op = Operation(Request(line, ReplyKind.RAW))
-            await self._execute([op])
+            op = Operation(Request(line, ReplyKind.RAW, resets_indexes=method.changes_account))
+            await self._execute([op], conn)
             try:
                 line = gen.send(op.result.result())
             except StopIteration:
                 return
+            except errors.ConnectionError as e:  # e.g. ProtocolError: not the reply expected
+                self._drop(conn, e)
+                raise
 
     # -- requests -------------------------------------------------------------------
 
@@ -254,8 +290,11 @@ class AsyncClient:
             raise errors.ConnectionError("the connection is closed (call reconnect())")
         return conn
 
-    async def _execute(self, ops: Sequence[Operation]) -> None:
-        conn = self._require_open()
+    async def _execute(self, ops: Sequence[Operation], conn: Optional[_Conn] = None) -> None:
+        if conn is None:
+            conn = self._require_open()
+        elif conn.closed:  # e.g. dropped between the steps of a login
+            raise errors.ConnectionError("the connection is closed (call reconnect())")
         batch = self._session.batch(ops)
         fut: "asyncio.Future[Optional[BaseException]]" = (
             asyncio.get_running_loop().create_future())

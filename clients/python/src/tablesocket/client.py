@@ -32,9 +32,11 @@ from ._core import (
     PipelineBase,
     Session,
     as_tablesocket_error,
+    check_timeouts,
     make_spec,
+    resolve_ssl,
 )
-from .auth import AuthMethod, as_auth_method
+from .auth import AuthMethod, as_auth_method, login_method, resolve_auth
 from .errors import ClientError, TablesocketError
 from .protocol import DecodeSpec, Filter, LineReader, ReplyKind, Request, Row, Value
 
@@ -87,12 +89,20 @@ class SocketTransport:
         ssl_context: Optional[ssl.SSLContext] = None,
         server_hostname: Optional[str] = None,
     ) -> "SocketTransport":
-        """Open a TCP connection (and the TLS handshake) within ``connect_timeout``."""
+        """Open a TCP connection and, with ``ssl_context``, do the TLS handshake before
+        anything else is sent (the server tells TLS from the first byte), both within
+        ``connect_timeout``."""
+        deadline = None if connect_timeout is None else time.monotonic() + connect_timeout
         sock = socket.create_connection((host, port), timeout=connect_timeout)
         try:
             if sock.family in (socket.AF_INET, socket.AF_INET6):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if ssl_context is not None:
+                if deadline is not None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise socket.timeout("timed out before the TLS handshake")
+                    sock.settimeout(remaining)
                 sock = ssl_context.wrap_socket(sock, server_hostname=server_hostname or host)
         except BaseException:
             sock.close()
@@ -187,9 +197,23 @@ class Client:
     pipeline) and receiving all of its replies; ``connect_timeout`` (default:
     ``timeout``) bounds the TCP connect and TLS handshake. ``None`` waits forever.
 
-    Pass ``ssl_context`` to use TLS (``server_hostname`` defaults to ``host``), and
-    ``auth`` (an :class:`~tablesocket.AuthMethod` or a shared secret) to authenticate
-    on every (re)connection.
+    TLS: ``ssl`` is an :class:`ssl.SSLContext` (load a client certificate into it with
+    ``load_cert_chain`` if the server wants one), or ``True`` for
+    :func:`ssl.create_default_context`. The socket is wrapped before the first byte is
+    sent; ``server_hostname`` (checked against the certificate) defaults to ``host``.
+    ``ssl_context`` is the older name of ``ssl``.
+
+    Login, on every (re)connection, before any other request:
+
+    * ``user`` and ``password``: a MariaDB account. ``auth`` names the method:
+      ``"auto"`` (default) and ``"native"`` use the challenge-response login, which
+      never sends the password; ``"cleartext"`` sends it, for accounts that are not
+      ``mysql_native_password`` (use it with TLS).
+    * ``secret``: HandlerSocket's shared secret (``A 1``), sent before the login.
+    * ``auth`` may also be an :class:`~tablesocket.AuthMethod` (or, as before and
+      without ``user``, a shared secret).
+
+    A refused login raises :class:`~tablesocket.AuthError` and closes the connection.
 
     After a :class:`~tablesocket.ConnectionError` (including timeouts and protocol
     errors) the connection is closed; :meth:`reconnect` opens a new one and index
@@ -205,26 +229,26 @@ class Client:
         *,
         timeout: Optional[float] = DEFAULT_TIMEOUT,
         connect_timeout: Optional[float] = None,
+        user: Union[str, bytes, None] = None,
+        password: Union[str, bytes, None] = None,
+        secret: Union[str, bytes, None] = None,
+        auth: Union[AuthMethod, str, bytes, None] = None,
+        ssl: Union[ssl.SSLContext, bool, None] = None,
         ssl_context: Optional[ssl.SSLContext] = None,
         server_hostname: Optional[str] = None,
-        auth: Union[AuthMethod, str, bytes, None] = None,
         max_reply_size: int = DEFAULT_MAX_REPLY,
         transport_factory: Optional[Callable[[], Transport]] = None,
         connect: bool = True,
     ) -> None:
-        for name, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or value <= 0):
-                raise ClientError(f"{name} must be a positive number or None")
-        if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
-            raise ClientError("ssl_context must be an ssl.SSLContext")
+        check_timeouts(timeout=timeout, connect_timeout=connect_timeout)
         self.host = host
         self.port = port
         self.timeout = timeout
         self.connect_timeout = connect_timeout if connect_timeout is not None else timeout
-        self.ssl_context = ssl_context
+        self.ssl_context = resolve_ssl(ssl, ssl_context)
         self.server_hostname = server_hostname
-        self._auth = as_auth_method(auth) if auth is not None else None
+        self._auth, self._login = resolve_auth(auth, user, password, secret)
+        self._manual_login = False  # login() changed the account the constructor set up
         self._transport_factory = transport_factory
         self._transport: Optional[Transport] = None
         self._reader = LineReader(max_reply_size)
@@ -249,8 +273,15 @@ class Client:
     def closed(self) -> bool:
         return self._transport is None
 
+    @property
+    def user(self) -> Optional[str]:
+        """The MariaDB account user this client logs in as (``None``: no login)."""
+        login = self._login
+        name = getattr(login, "user", None)
+        return name.decode("utf-8", "replace") if isinstance(name, bytes) else name
+
     def connect(self) -> None:
-        """Open the connection if it is closed (and authenticate if configured)."""
+        """Open the connection if it is closed (and log in, if configured)."""
         with self._lock:
             if self._transport is not None:
                 return
@@ -270,12 +301,13 @@ class Client:
             self._transport = t
             self._reader.clear()
             self._session.new_connection()
-            if self._auth is not None:
-                try:
-                    self._run_auth(self._auth)
-                except BaseException:
-                    self.close()
-                    raise
+            try:
+                for method in (self._auth, self._login):
+                    if method is not None:
+                        self._run_auth(method)
+            except BaseException:
+                self.close()  # never leave a connection that is not logged in as asked
+                raise
 
     def reconnect(self) -> None:
         """Close the connection (if open) and open a new one."""
@@ -312,12 +344,29 @@ class Client:
         """Authenticate this connection: a secret (``str``/``bytes``) means
         :class:`~tablesocket.SharedSecret` (HandlerSocket's ``A 1 <secret>``); other
         methods are :class:`~tablesocket.AuthMethod` objects. On success the method is
-        remembered and replayed on reconnect. Raises :class:`~tablesocket.AuthError`."""
+        remembered and replayed on reconnect (an account login replaces the previous
+        one). Raises :class:`~tablesocket.AuthError` if refused; the connection stays
+        open and the previous login stays configured for reconnects."""
         m = as_auth_method(method)
         with self._lock:
             self._require_open()
+            if m.changes_account:
+                self._manual_login = True
             self._run_auth(m)
-            self._auth = m
+            if m.changes_account:
+                self._login = m
+            else:
+                self._auth = m
+
+    def login(self, user: Union[str, bytes], password: Union[str, bytes, None] = None, *,
+              method: str = "auto") -> None:
+        """Log in as the MariaDB account ``user``: ``method`` is ``"auto"`` or
+        ``"native"`` (challenge-response; the password is not sent) or
+        ``"cleartext"`` (the password is sent: use TLS). The server then forgets the
+        indexes opened before; handles keep working (they are re-opened with the new
+        account's privileges on their next use). Replayed on reconnect. Raises
+        :class:`~tablesocket.AuthError` if refused; the connection stays usable."""
+        self.auth(login_method(user, password, method))
 
     def _run_auth(self, method: AuthMethod) -> None:
         gen = method.exchange()
@@ -326,12 +375,15 @@ class Client:
         except StopIteration:
             return
         while True:
-            op = Operation(Request(line, ReplyKind.RAW))
+            op = Operation(Request(line, ReplyKind.RAW, resets_indexes=method.changes_account))
             self._execute([op])
             try:
                 line = gen.send(op.result.result())
             except StopIteration:
                 return
+            except errors.ConnectionError:  # e.g. ProtocolError: not the reply expected
+                self.close()
+                raise
 
     # -- requests -------------------------------------------------------------------
 

@@ -5,7 +5,9 @@ fault, which tells you what to do about it:
 
 * :class:`ClientError` -- the caller: fix the code (bad argument, misuse).
 * :class:`ServerError` -- the request reached the server and was refused; the
-  connection is still usable.
+  connection is still usable. Its subclasses :class:`AuthError` (a login was refused,
+  or one is required) and :class:`PermissionDenied` (the account lacks a privilege)
+  are the replies with code 3.
 * :class:`ConnectionError` and its subclasses :class:`TimeoutError` and
   :class:`ProtocolError` -- the transport: the connection has been closed and
   must be reopened (``client.reconnect()``, or let a :class:`~tablesocket.Pool`
@@ -23,6 +25,7 @@ __all__ = [
     "PoolTimeoutError",
     "ServerError",
     "AuthError",
+    "PermissionDenied",
     "ConnectionError",
     "TimeoutError",
     "ProtocolError",
@@ -57,7 +60,8 @@ class ServerError(TablesocketError):
     code (HandlerSocket uses 1 for a storage-engine error, whose message is
     then the numeric handler error such as ``121`` for a duplicate key; 2 for a
     request the server rejects, e.g. ``op``, ``klen``, ``filterfld``; 3 for
-    authentication) and ``message`` the server's text, ``""`` when it sent none.
+    authentication and privileges, raised as :class:`AuthError` or
+    :class:`PermissionDenied`) and ``message`` the server's text, ``""`` when it sent none.
     """
 
     def __init__(self, code: int, message: str, request: Optional[bytes] = None) -> None:
@@ -81,8 +85,32 @@ class ServerError(TablesocketError):
 
 
 class AuthError(ServerError):
-    """The server refused the credentials, or requires authentication first
-    (error code 3, e.g. ``unauth``). Check the secret/account configured."""
+    """A reply with error code 3: the server refused a login, or requires one.
+
+    At fault: the credentials or the login configuration, not the request. Raised
+    for the reply to a login (``A``) -- a wrong user name, password or shared secret,
+    an account that may not log in from this address, a cleartext password over an
+    unencrypted connection, a login method the server does not support
+    (``authtype``) -- and for ``unauth``: the server requires a login before any
+    other request. The connection stays open and in sync (you may try another
+    login), except that a login configured on the client (``user=``, ``secret=``,
+    ``auth=``) that fails while connecting closes it.
+
+    :class:`PermissionDenied` is the subclass for code 3 on other requests.
+    """
+
+
+class PermissionDenied(AuthError):
+    """Code 3 on a request other than a login: the account the connection is
+    logged in as lacks a privilege for it, e.g. ``SELECT command denied to user
+    'bob'@'localhost' for table 't'`` when opening an index, or ``INSERT command
+    denied ...`` on an insert.
+
+    At fault: the account's grants (``GRANT`` the privilege, or log in as another
+    account), not the credentials, which were accepted. The connection stays open
+    and in sync; other requests are unaffected. A subclass of :class:`AuthError`,
+    so ``except AuthError`` catches every code-3 reply.
+    """
 
 
 class ConnectionError(TablesocketError):  # noqa: A001 - deliberate, namespaced

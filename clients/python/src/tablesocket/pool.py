@@ -27,7 +27,13 @@ class Pool:
     idle, is dropped and replaced. ``acquire_timeout`` (seconds, ``None`` = wait
     forever) bounds the wait for a free connection; past it
     :class:`~tablesocket.PoolTimeoutError` is raised. Every other keyword argument
-    (``timeout``, ``ssl_context``, ``auth``, ...) goes to :class:`Client`.
+    (``timeout``, ``ssl``, ``user``, ``password``, ``auth``, ``secret``, ...) goes to
+    :class:`Client`, so every new or replacement connection does the TLS handshake
+    and logs in before it is lent out.
+
+    A connection on which the borrower logged in as another account
+    (``client.login(...)``) is closed when it is released rather than lent to the
+    next borrower with that account's privileges.
     """
 
     def __init__(self, host: str, port: int, *, size: int = 8,
@@ -97,9 +103,10 @@ class Pool:
             raise
 
     def release(self, client: Client) -> None:
-        """Return a connection; a closed one is dropped (its slot freed)."""
+        """Return a connection; a closed one, or one whose account was changed with
+        ``login()``, is closed and dropped (its slot freed)."""
         with self._cond:
-            if self._closed or client.closed:
+            if self._closed or client.closed or client._manual_login:
                 self._total -= 1
                 client.close()
             else:

@@ -26,7 +26,7 @@ from typing import (
     Union,
 )
 
-from .errors import AuthError, ClientError, ProtocolError, ServerError
+from .errors import AuthError, ClientError, PermissionDenied, ProtocolError, ServerError
 
 __all__ = [
     "NULL",
@@ -50,6 +50,7 @@ __all__ = [
     "LineReader",
     "Reply",
     "parse_reply",
+    "error_for",
     "ReplyKind",
     "Request",
     "make_decoders",
@@ -460,11 +461,24 @@ class Reply(NamedTuple):
             raw = tok
         return raw.decode("utf-8", "replace")
 
-    def raise_for_error(self, request: Optional[bytes] = None) -> None:
-        """Raise :class:`ServerError` (:class:`AuthError` for code 3) if ``code != 0``."""
+    def raise_for_error(self, request: Optional[bytes] = None, *, login: bool = True) -> None:
+        """Raise the error of this reply if ``code != 0`` (see :func:`error_for`).
+        ``login`` says whether it answers a login (``A``) request, as in an
+        :class:`~tablesocket.AuthMethod` exchange."""
         if self.code != 0:
-            cls = AuthError if self.code == 3 else ServerError
-            raise cls(self.code, self.error_message(), request)
+            raise error_for(self.code, self.error_message(), request, login=login)
+
+
+def error_for(code: int, message: str, request: Optional[bytes] = None, *,
+              login: bool) -> ServerError:
+    """The exception for an error reply: :class:`ServerError`, or for code 3
+    :class:`AuthError` (the reply to a login, or ``unauth``: a login is required) or
+    :class:`PermissionDenied` (any other request: the account lacks a privilege)."""
+    if code == 3:
+        if login or message == "unauth":
+            return AuthError(code, message, request)
+        return PermissionDenied(code, message, request)
+    return ServerError(code, message, request)
 
 
 def _parse_uint(token: bytes, what: str, line: bytes) -> int:
@@ -551,10 +565,14 @@ class Request:
     ``ncols`` and ``decoders`` are used by :attr:`ReplyKind.ROWS`; ``index_id`` is the
     index the request uses (``None`` for auth), ``opens`` is true for ``P`` requests.
     ``also_uses`` lists other indexes the request refers to (a timeline's source index):
-    they must be open on the connection too.
+    they must be open on the connection too. ``resets_indexes`` marks a request after
+    which the server has forgotten every index the connection opened (a login as an
+    account); ``RAW`` requests are logins, so their code-3 errors are
+    :class:`AuthError`.
     """
 
-    __slots__ = ("line", "kind", "ncols", "decoders", "columns", "index_id", "opens", "also_uses")
+    __slots__ = ("line", "kind", "ncols", "decoders", "columns", "index_id", "opens", "also_uses",
+                 "resets_indexes")
 
     def __init__(
         self,
@@ -567,6 +585,7 @@ class Request:
         index_id: Optional[int] = None,
         opens: bool = False,
         also_uses: Sequence[int] = (),
+        resets_indexes: bool = False,
     ) -> None:
         self.line = line
         self.kind = kind
@@ -576,6 +595,7 @@ class Request:
         self.index_id = index_id
         self.opens = opens
         self.also_uses = tuple(also_uses)
+        self.resets_indexes = resets_indexes
 
     def __repr__(self) -> str:
         return f"Request({self.kind}, {_clip(self.line)})"
@@ -590,7 +610,7 @@ class Request:
         kind = self.kind
         if kind == ReplyKind.RAW:
             return reply
-        reply.raise_for_error(self.line)
+        reply.raise_for_error(self.line, login=False)
         tokens = reply.tokens
         if kind == ReplyKind.ROWS:
             n = self.ncols
