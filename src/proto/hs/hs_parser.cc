@@ -286,7 +286,8 @@ Parse_result parse_exec(Value *tok, size_t n, size_t consumed, bool esc, Parse_s
       if (i >= n || !parse_u32(tok[i], &e.in_index_id)) return make_error(consumed, "insource");
       ++i;
       uint32_t klen2;
-      if (i >= n || !parse_u32(tok[i], &klen2) || klen2 == 0 || klen2 > n - i - 2)
+      /* klen2 keys and the limit must follow this token (n - i >= 1 here: no underflow). */
+      if (i >= n || !parse_u32(tok[i], &klen2) || klen2 == 0 || size_t(klen2) + 2 > n - i)
         return make_error(consumed, "insource");
       ++i;
       e.in_keys = tok + w;

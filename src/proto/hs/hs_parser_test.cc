@@ -372,6 +372,9 @@ const std::vector<Malformed_case> &malformed_cases() {
       {"in_without_length", "1\t=\t1\tk\t1\t0\t@\t0\n", kError, 2, "invalueslen", kAll},
       {"in_source_without_an_index_id", "1\tM-\t1\t0\t5\t0\t@\t0\t^\n", kError, 2, "insource", kAll},
       {"in_source_without_a_limit", "1\tM-\t1\t0\t5\t0\t@\t0\t^\t3\t1\tu5\n", kError, 2, "insource", kAll},
+      /* found by a long fuzzing run: the key count as the last token made the bound check wrap */
+      {"in_source_key_count_is_the_last_token", "1\tM-\t1\t0\t5\t0\t@\t0\t^\t3\t1\n", kError, 2, "insource", kAll},
+      {"in_source_key_count_is_the_last_token_large", "1\tM-\t1\t0\t5\t0\t@\t0\t^\t3\t4000000000\n", kError, 2, "insource", kAll},
       {"in_source_with_zero_keys", "1\tM-\t1\t0\t5\t0\t@\t0\t^\t3\t0\t10\n", kError, 2, "insource", kAll},
       {"in_source_with_a_zero_limit", "1\tM-\t1\t0\t5\t0\t@\t0\t^\t3\t1\tu5\t0\n", kError, 2, "insource", kAll},
       {"in_with_zero_length", "1\t=\t1\tk\t1\t0\t@\t0\t0\n", kError, 2, "invalueslen", kAll},
