@@ -572,3 +572,141 @@ class TestMemcachedAuth:
         line = c.recv_line()
         assert line.startswith(b"CLIENT_ERROR SELECT command denied to user 'mcuser'@'localhost' for table "
                                b"`test`.`demo_test`"), line
+
+
+# ---- accounts over TLS: REQUIRE SSL/X509/SUBJECT, cleartext over TLS, certificate logins ----------
+
+def make_certs(d) -> dict:
+    """A CA, a server certificate and client certificates (CN=certuser, CN=plainuser), by openssl."""
+    import subprocess
+
+    def run(*args):
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=ts-test-ca",
+        "-keyout", "ca.key", "-out", "ca.pem")
+    for name, cn in (("server", "localhost"), ("certuser", "certuser"), ("plainuser", "plainuser")):
+        run("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/O=tablesocket/CN={cn}",
+            "-keyout", f"{name}.key", "-out", f"{name}.csr")
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-days", "2", "-out", f"{name}.pem")
+    return {n: str(d / n) for n in ("ca.pem", "server.pem", "server.key", "certuser.pem", "certuser.key",
+                                     "plainuser.pem", "plainuser.key")}
+
+
+class TLSConn(HSConn):
+    """An HSConn over TLS (optionally with a client certificate)."""
+
+    def __init__(self, port: int, certs: dict, client: str | None = None, timeout: float = 10.0):
+        import ssl
+        ctx = ssl.create_default_context(cafile=certs["ca.pem"])
+        ctx.check_hostname = False
+        if client:
+            ctx.load_cert_chain(certs[f"{client}.pem"], certs[f"{client}.key"])
+        raw = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.port = port
+        self.timeout = timeout
+        self.sock = ctx.wrap_socket(raw)
+        self.buf = b""
+
+
+class TestTLSAccounts:
+    @pytest.fixture(scope="class")
+    def tsrv(self, tmp_path_factory):
+        certs = make_certs(tmp_path_factory.mktemp("certs"))
+        s = MariaDBServer("tablesocket", name="tlsacct", extra_args=[
+            f"--tablesocket-privilege-check-interval={INTERVAL_MS}", "--tablesocket-require-auth=ON",
+            f"--tablesocket-ssl-cert={certs['server.pem']}", f"--tablesocket-ssl-key={certs['server.key']}",
+            f"--tablesocket-ssl-ca={certs['ca.pem']}"])
+        s.start()
+        s.certs = certs
+        s.exec_sql("CREATE TABLE test.acct (id INT PRIMARY KEY, name VARCHAR(20))")
+        s.exec_sql("INSERT INTO test.acct VALUES (1,'alice')")
+        s.exec_sql("CREATE USER 'ssluser'@'127.0.0.1' IDENTIFIED BY 'pw' REQUIRE SSL")
+        s.exec_sql("CREATE USER 'certuser'@'127.0.0.1' REQUIRE X509")
+        s.exec_sql("CREATE USER 'plainuser'@'127.0.0.1' IDENTIFIED BY 'pw'")
+        s.exec_sql("CREATE USER 'subjuser'@'127.0.0.1' REQUIRE SUBJECT '/O=tablesocket/CN=someoneelse'")
+        for u in ("ssluser", "certuser", "plainuser", "subjuser"):
+            s.exec_sql(f"GRANT SELECT ON test.acct TO '{u}'@'127.0.0.1'")
+        try:
+            yield s
+        finally:
+            s.stop()
+
+    def test_require_ssl_account(self, tsrv, conns):
+        c = conns(tsrv)
+        assert login(c, "ssluser", "pw") == \
+            b"3\t1\tAccess denied for user 'ssluser'@'127.0.0.1' (using password: YES): the account requires TLS\n"
+        t = TLSConn(tsrv.hs_port, tsrv.certs)
+        try:
+            assert login(t, "ssluser", "pw") == b"0\t1\n"
+            assert t.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"0\t1\n"
+            assert t.request("1\t=\t1\t1\n") == b"0\t2\t1\talice\n"
+        finally:
+            t.close()
+
+    def test_cleartext_over_tls(self, tsrv):
+        t = TLSConn(tsrv.hs_port, tsrv.certs)
+        try:
+            assert t.request("A\t4\tplainuser\tpw\n") == b"0\t1\n"
+            assert t.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"0\t1\n"
+            assert t.request("A\t4\tplainuser\twrong\n").startswith(b"3\t1\tAccess denied")
+        finally:
+            t.close()
+
+    def test_certificate_login(self, tsrv):
+        t = TLSConn(tsrv.hs_port, tsrv.certs, client="certuser")
+        try:
+            # no A at all: the verified certificate's CN names a REQUIRE X509 account
+            assert t.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"0\t1\n"
+            assert t.request("1\t=\t1\t1\n") == b"0\t2\t1\talice\n"
+        finally:
+            t.close()
+
+    def test_certificate_does_not_log_into_password_accounts(self, tsrv):
+        t = TLSConn(tsrv.hs_port, tsrv.certs, client="plainuser")
+        try:
+            assert t.request("P\t1\ttest\tacct\tPRIMARY\tid\n") == b"3\t1\tunauth\n"
+            assert login(t, "plainuser", "pw") == b"0\t1\n"
+        finally:
+            t.close()
+
+    def test_x509_account_without_certificate(self, tsrv):
+        t = TLSConn(tsrv.hs_port, tsrv.certs)
+        try:
+            assert t.request("A\t4\tcertuser\t\n").endswith(b"the account requires a verified client certificate\n")
+        finally:
+            t.close()
+
+    def test_require_subject_mismatch(self, tsrv, conns):
+        t = TLSConn(tsrv.hs_port, tsrv.certs, client="certuser")
+        try:
+            r = t.request("A\t4\tsubjuser\t\n")
+            assert r.endswith(b"the client certificate or cipher does not match the account's REQUIRE\n"), r
+        finally:
+            t.close()
+
+    def test_memcached_over_tls(self, tsrv):
+        import ssl
+        tsrv.load_mc_schema()
+        tsrv.exec_sql("CREATE USER IF NOT EXISTS 'mcuser'@'127.0.0.1' IDENTIFIED BY 'mcpw'")
+        tsrv.exec_sql("GRANT SELECT, INSERT, UPDATE, DELETE ON test.kv TO 'mcuser'@'127.0.0.1'")
+        tsrv.exec_sql("GRANT SELECT, INSERT, UPDATE, DELETE ON test.kv TO 'certuser'@'127.0.0.1'")
+        for client in (None, "certuser"):
+            ctx = ssl.create_default_context(cafile=tsrv.certs["ca.pem"])
+            ctx.check_hostname = False
+            if client:
+                ctx.load_cert_chain(tsrv.certs["certuser.pem"], tsrv.certs["certuser.key"])
+            c = McConn(tsrv.mc_port)
+            c.sock = ctx.wrap_socket(c.sock)
+            try:
+                if not client:
+                    c.send("get x\r\n")
+                    c.expect(b"CLIENT_ERROR unauthenticated\r\n")
+                    c.send("set a 0 0 11\r\nmcuser mcpw\r\n")
+                    c.expect(b"STORED\r\n")
+                c.send(f"set tlskey 0 0 2\r\n{'v1' if client else 'v0'}\r\n")
+                c.expect(b"STORED\r\n")
+                c.send("get tlskey\r\n")
+                c.expect(b"VALUE tlskey 0 2\r\n" + (b"v1" if client else b"v0") + b"\r\nEND\r\n")
+            finally:
+                c.sock.close()
