@@ -25,7 +25,10 @@ namespace tablesocket {
   X(table_yields, "tables closed to let DDL or FLUSH proceed")          \
   X(lock_waits, "requests parked waiting for a metadata lock")          \
   X(protocol_errors, "connections closed for oversized or malformed input") \
-  X(timeouts, "connections closed as idle")
+  X(timeouts, "connections closed as idle")                            \
+  X(tls_connections, "TLS handshakes completed")                        \
+  X(tls_handshake_failures, "TLS handshakes failed or timed out")       \
+  X(tls_refused, "plaintext TCP connections refused by require_tls")
 
 struct Counters {
 #define TS_DECLARE_COUNTER(name, desc) std::atomic<uint64_t> name{0};
