@@ -499,7 +499,9 @@ void Worker::serve(Store &store) {
       if (c.dead) continue;
       if (ev.events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) read_input(c);
       if ((ev.events & EPOLLHUP) && !c.dead && !(ev.events & EPOLLIN)) { c.read_closed = true; mark_pending(c); }
-      if (c.tls && !c.dead) update_interest(c);  // its first byte began a TLS handshake
+      /* Its first byte began a TLS handshake; or its output drained on EPOLLOUT, which must not
+         stay registered (level-triggered: the worker would spin until the client spoke again). */
+      if (!c.dead && (c.tls || (c.out.empty() && (c.registered & EPOLLOUT)))) update_interest(c);
     }
 
     /* One batch: every connection with complete input runs its requests; one commit for all. */
