@@ -330,6 +330,10 @@ void Worker::tls_event(Connection &c, uint32_t events) {
     if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) || (c.tls_wants_write && (events & EPOLLOUT)))
       read_input(c);
     if ((events & EPOLLHUP) && !c.dead && !(events & EPOLLIN)) { c.read_closed = true; mark_pending(c); }
+    /* close_notify came while replies were queued, and they are out now: the batch closes it. (A
+       plaintext half-close keeps reporting EPOLLRDHUP and gets there by itself; close_notify
+       leaves nothing for epoll to report.) */
+    if (!c.dead && c.read_closed && c.out.empty()) mark_pending(c);
   }
   update_interest(c);
 }

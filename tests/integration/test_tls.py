@@ -284,6 +284,60 @@ def test_tls_1_3_and_1_2_are_accepted_and_the_server_sends_close_notify(tls_srv,
             assert c.sock.recv(10) == b""
 
 
+def test_close_notify_with_replies_still_queued_gets_every_reply_then_the_close(tls_srv, certs):
+    """The client pipelines requests whose replies exceed the socket buffers and sends close_notify
+    at once (as Go's tls.Conn.Close does): every reply still arrives, then the server's close_notify
+    and the close (not only after the idle timeout)."""
+    s = tls_srv
+    value = os.urandom(1 << 20)
+    with tls_mc(s.mc_port, client_context(certs)) as c:
+        _wait_mc_ready(c)
+        c.request(b"set tls:cn 0 0 %d\r\n" % len(value) + value + b"\r\n", b"STORED\r\n", timeout=30)
+    sock = socket.create_connection((LOOPBACK, s.mc_port), timeout=10)
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = client_context(certs).wrap_bio(incoming, outgoing, server_hostname=LOOPBACK)
+
+    def pump_out():
+        data = outgoing.read()
+        if data:
+            sock.sendall(data)
+
+    def pump_in() -> bool:
+        chunk = sock.recv(1 << 20)
+        incoming.write(chunk) if chunk else incoming.write_eof()
+        return bool(chunk)
+
+    while True:
+        try:
+            obj.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            pump_out()
+            assert pump_in(), "closed during the handshake"
+    pump_out()
+    obj.write(b"get tls:cn\r\n" * 6)
+    with pytest.raises(ssl.SSLWantReadError):
+        obj.unwrap()  # our close_notify goes out; the server's has not come yet
+    pump_out()
+    got, t0 = b"", time.monotonic()
+    try:
+        while True:
+            try:
+                got += obj.read(1 << 20)
+                continue
+            except ssl.SSLWantReadError:
+                pass
+            if not pump_in():
+                break
+    except ssl.SSLZeroReturnError:
+        pass  # the server's close_notify
+    took = time.monotonic() - t0
+    sock.close()
+    one = b"VALUE tls:cn 0 %d\r\n" % len(value) + value + b"\r\nEND\r\n"
+    assert len(got) == 6 * len(one) and got == one * 6
+    assert took < 8, f"the server closed only after {took:.1f} s"
+
+
 def test_a_tls_error_close_sends_the_reply_then_closes(tls_srv, certs):
     """A line over tablesocket_max_request_size is answered and the connection closed, over TLS too."""
     with tls_hs(tls_srv.hs_port, client_context(certs)) as c:
