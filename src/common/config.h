@@ -45,6 +45,7 @@ struct Config {
   /* TLS (net/tls): empty paths fall back to the server's own ssl_cert/ssl_key/ssl_ca. */
   std::string ssl_cert, ssl_key, ssl_ca, ssl_capath, ssl_cipher;
   bool require_tls = false;          // refuse TCP connections that do not start a TLS handshake
+  unsigned tls_handshake_timeout_s = 10;  // a TLS handshake not completed this long after connect is closed
 };
 
 }  // namespace tablesocket

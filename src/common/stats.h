@@ -28,7 +28,10 @@ namespace tablesocket {
   X(timeouts, "connections closed as idle")                             \
   X(auth_successes, "logins with a MariaDB account that succeeded")     \
   X(auth_failures, "logins (and shared-secret checks) that failed")     \
-  X(access_denied, "requests refused for lack of a privilege")
+  X(access_denied, "requests refused for lack of a privilege")          \
+  X(tls_connections, "TLS handshakes completed")                        \
+  X(tls_handshake_failures, "TLS handshakes failed or timed out")       \
+  X(tls_refused, "plaintext TCP connections refused by require_tls")
 
 struct Counters {
 #define TS_DECLARE_COUNTER(name, desc) std::atomic<uint64_t> name{0};

@@ -100,6 +100,15 @@ bool Server::start(std::string *error) {
     *error = "tablesocket_hs_port, tablesocket_hs_port_wr and tablesocket_mc_port must differ";
     return false;
   }
+  if (!cfg_.ssl_cert.empty() || !cfg_.ssl_key.empty()) {
+    Tls_settings ts{cfg_.ssl_cert, cfg_.ssl_key, cfg_.ssl_ca, cfg_.ssl_capath, cfg_.ssl_cipher};
+    tls_ = Tls_context::create(ts, error);
+    if (!tls_) return false;
+  } else if (cfg_.require_tls) {
+    *error = "tablesocket_require_tls is ON but no TLS certificate is configured (set tablesocket_ssl_cert "
+             "and tablesocket_ssl_key, or the server's ssl_cert and ssl_key)";
+    return false;
+  }
   if (!add_port("hs", Protocol::hs, cfg_.hs_port, false, cfg_.plain_secret, error) ||
       !add_port("hs_wr", Protocol::hs, cfg_.hs_port_wr, true, cfg_.plain_secret_wr, error) ||
       !add_port("mc", Protocol::mc, cfg_.mc_port, true, "", error) ||

@@ -14,6 +14,7 @@
 #include "common/config.h"
 #include "common/stats.h"
 #include "net/fd.h"
+#include "net/tls.h"
 #include "session/hs_session.h"
 
 namespace tablesocket {
@@ -48,6 +49,8 @@ class Server {
   /* Sums every worker's counters (and the acceptor's) into out. */
   void sum_counters(Counters &out) const;
   const Config &config() const { return cfg_; }
+  /* The TLS context every TCP listener offers, or nullptr when no certificate is configured. */
+  const Tls_context *tls_context() const { return tls_.get(); }
 
  private:
   bool add_port(const std::string &name, Protocol protocol, unsigned port, bool writable,
@@ -58,6 +61,7 @@ class Server {
   void accept_ready(Port &p);
 
   Config cfg_;
+  std::unique_ptr<Tls_context> tls_;  // outlives the workers (they are joined in stop())
   std::vector<std::unique_ptr<Port>> ports_;
   std::vector<std::unique_ptr<Worker>> workers_;
   Counters acceptor_counters_;

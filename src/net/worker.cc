@@ -19,7 +19,19 @@ namespace tablesocket {
 
 namespace {
 constexpr size_t kReadChunk = 16384;
+constexpr unsigned char kTlsHandshakeRecord = 0x16;  // first byte of every TLS ClientHello
+constexpr uint64_t kTlsLogIntervalMs = 60000;
 int wake_tag;  // address used as epoll data for the wake eventfd
+
+bool parked(const Connection &c) { return c.session && c.session->parked(); }
+
+/* The pending error of a socket epoll reported EPOLLERR for (e.g. "Connection reset by peer"). */
+std::string socket_error(int fd) {
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err == 0) return "socket error";
+  return strerror(err);
+}
 }  // namespace
 
 Worker::Worker(unsigned id, const Config &cfg, Server &server) : id_(id), cfg_(cfg), server_(server) {}
@@ -106,7 +118,7 @@ void Worker::run() {
   handoff_.clear();
 }
 
-void Worker::adopt_new_connections(Store &store) {
+void Worker::adopt_new_connections() {
   std::vector<Handoff> fresh;
   {
     std::lock_guard<std::mutex> g(handoff_mutex_);
@@ -117,11 +129,7 @@ void Worker::adopt_new_connections(Store &store) {
     c->fd.reset(h.fd);
     c->port = h.port;
     c->peer = std::move(h.peer);
-    c->last_io_ms = now_ms_;
-    if (c->port->protocol == Protocol::mc)
-      c->session = std::make_unique<Mc_session>(store, cfg_, c->peer, counters_);
-    else
-      c->session = std::make_unique<Hs_session>(store, cfg_, c->port->hs_policy, c->peer, counters_);
+    c->accepted_ms = c->last_io_ms = now_ms_;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.ptr = c.get();
@@ -131,8 +139,21 @@ void Worker::adopt_new_connections(Store &store) {
       continue;  // Fd closes it
     }
     c->registered = ev.events;
+    if (c->peer.unix_socket) {
+      start_session(*c);  // never TLS
+    } else {
+      c->transport = Transport::undecided;  // the first byte tells
+      ++unsettled_;
+    }
     conns_.push_back(std::move(c));
   }
+}
+
+void Worker::start_session(Connection &c) {
+  if (c.port->protocol == Protocol::mc)
+    c.session = std::make_unique<Mc_session>(*store_, cfg_, c.peer, counters_);
+  else
+    c.session = std::make_unique<Hs_session>(*store_, cfg_, c.port->hs_policy, c.peer, counters_);
 }
 
 size_t Worker::input_cap() const {
@@ -149,6 +170,10 @@ void Worker::mark_pending(Connection &c) {
 }
 
 void Worker::read_input(Connection &c) {
+  if (c.transport != Transport::plain) {
+    read_input_unsettled(c);
+    return;
+  }
   /* The input buffer never holds more than one maximal request plus one read chunk beyond what the
      session has consumed; a parked session's buffer must not move at all. */
   const size_t cap = input_cap();
@@ -170,19 +195,152 @@ void Worker::read_input(Connection &c) {
   if (!c.in.empty() || c.read_closed) mark_pending(c);
 }
 
-void Worker::flush_output(Connection &c) {
-  while (!c.out.empty()) {
-    ssize_t n = ::send(c.fd.get(), c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      c.out.consume(size_t(n));
-      c.last_io_ms = now_ms_;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+void Worker::read_input_unsettled(Connection &c) {
+  switch (c.transport) {
+    case Transport::undecided: read_first_bytes(c); break;
+    case Transport::tls_handshake: continue_handshake(c); break;
+    case Transport::tls: read_tls(c); break;
+    case Transport::plain: break;
+  }
+}
+
+void Worker::read_first_bytes(Connection &c) {
+  /* An ordinary first read: a plaintext connection keeps these bytes as its input, a TLS one hands
+     them to the handshake. No peeking, so plaintext pays nothing for the detection. */
+  ssize_t n;
+  do n = ::recv(c.fd.get(), c.in.prepare(kReadChunk), kReadChunk, 0);
+  while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+  if (n <= 0) {  // closed (or failed) before saying anything: nothing to answer
     close_connection(c);
     return;
   }
+  c.in.wrote(size_t(n));
+  c.last_io_ms = now_ms_;
+  --unsettled_;
+  c.transport = Transport::plain;
+  if (static_cast<unsigned char>(c.in.data()[0]) == kTlsHandshakeRecord) {
+    start_tls(c);
+    return;
+  }
+  if (cfg_.require_tls) {
+    refuse_plaintext(c);
+    return;
+  }
+  start_session(c);
+  read_input(c);  // whatever else is waiting, then the connection is pending
+}
+
+void Worker::refuse_plaintext(Connection &c) {
+  /* One protocol-appropriate error, then close. The reply is tiny and the socket fresh, so it is
+     sent at once (as the acceptor's "too many connections"); FIN goes after it, and input already
+     waiting is drained so that the close does not turn into a reset that could overtake it. */
+  static const char hs_msg[] = "1\t1\ttls_required\n";
+  static const char mc_msg[] = "SERVER_ERROR TLS required\r\n";
+  counters_.add(counters_.tls_refused);
+  if (c.port->protocol == Protocol::mc)
+    (void)!::send(c.fd.get(), mc_msg, sizeof mc_msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+  else
+    (void)!::send(c.fd.get(), hs_msg, sizeof hs_msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::shutdown(c.fd.get(), SHUT_WR);
+  char sink[4096];
+  for (int i = 0; i < 16 && ::recv(c.fd.get(), sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {}
+  close_connection(c);
+}
+
+void Worker::start_tls(Connection &c) {
+  const Tls_context *ctx = server_.tls_context();
+  if (ctx) c.tls = ctx->accept(c.fd.get(), c.in.view());
+  c.in.clear();
+  if (!c.tls) {
+    tls_handshake_failed(c, ctx ? "out of memory" : "TLS is not configured (no certificate)");
+    return;
+  }
+  c.transport = Transport::tls_handshake;
+  ++unsettled_;
+  continue_handshake(c);
+}
+
+void Worker::continue_handshake(Connection &c) {
+  switch (c.tls->handshake()) {
+    case Tls_status::done:
+      --unsettled_;
+      c.transport = Transport::tls;
+      c.tls_wants_write = false;
+      c.tls->describe(c.peer);
+      counters_.add(counters_.tls_connections);
+      c.last_io_ms = now_ms_;
+      start_session(c);
+      read_tls(c);  // requests may already be decrypted and buffered: epoll would not report them
+      return;
+    case Tls_status::want_read: c.tls_wants_write = false; return;
+    case Tls_status::want_write: c.tls_wants_write = true; return;
+    case Tls_status::eof:
+    case Tls_status::error: tls_handshake_failed(c, c.tls->error_text()); return;
+  }
+}
+
+void Worker::tls_handshake_failed(Connection &c, const std::string &why) {
+  /* Counted always; logged at most once a minute per worker, so a port scanner cannot flood the
+     error log. */
+  counters_.add(counters_.tls_handshake_failures);
+  if (tls_log_ms_ && now_ms_ - tls_log_ms_ < kTlsLogIntervalMs) {
+    ++tls_log_suppressed_;
+  } else {
+    char more[64] = "";
+    if (tls_log_suppressed_)
+      snprintf(more, sizeof more, " (and %llu more since the last report)", (unsigned long long)tls_log_suppressed_);
+    log_warning("TLS handshake from %s on the %s port failed: %s%s", c.peer.ip.c_str(), c.port->name.c_str(),
+                why.empty() ? "unknown error" : why.c_str(), more);
+    tls_log_ms_ = now_ms_;
+    tls_log_suppressed_ = 0;
+  }
+  close_connection(c);
+}
+
+void Worker::read_tls(Connection &c) {
+  /* As read_input, through SSL_read. SSL_read returns at most one record, so it is repeated until
+     it wants more from the socket; what stays decrypted inside OpenSSL when the buffer is full or
+     the session parked is picked up after the next batch (has_buffered_input). */
+  const size_t cap = input_cap();
+  c.tls_wants_write = false;
+  while (!c.read_closed && !c.session->parked() && c.in.size() < cap) {
+    size_t room = std::min(kReadChunk, cap - c.in.size());
+    size_t got = 0;
+    Tls_status st = c.tls->read(c.in.prepare(room), room, &got);
+    if (st == Tls_status::done) {
+      c.in.wrote(got);
+      c.last_io_ms = now_ms_;
+      continue;
+    }
+    if (st == Tls_status::want_read) break;
+    if (st == Tls_status::want_write) { c.tls_wants_write = true; break; }
+    if (st == Tls_status::eof) { c.read_closed = true; break; }
+    close_connection(c);
+    return;
+  }
+  if (!c.in.empty() || c.read_closed) mark_pending(c);
+}
+
+void Worker::tls_event(Connection &c, uint32_t events) {
+  if (c.transport == Transport::tls_handshake) {
+    continue_handshake(c);  // readable, writable or hung up: the handshake finds out which
+  } else {
+    if ((events & EPOLLOUT) || (c.tls_write_wants_read && (events & (EPOLLIN | EPOLLHUP)))) flush_output(c);
+    if (c.dead) return;
+    if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) || (c.tls_wants_write && (events & EPOLLOUT)))
+      read_input(c);
+    if ((events & EPOLLHUP) && !c.dead && !(events & EPOLLIN)) { c.read_closed = true; mark_pending(c); }
+    /* close_notify came while replies were queued, and they are out now: the batch closes it. (A
+       plaintext half-close keeps reporting EPOLLRDHUP and gets there by itself; close_notify
+       leaves nothing for epoll to report.) */
+    if (!c.dead && c.read_closed && c.out.empty()) mark_pending(c);
+  }
+  update_interest(c);
+}
+
+void Worker::flush_output(Connection &c) {
+  if (!(c.tls ? send_tls(c) : send_plain(c))) return;  // closed
   if (c.out.empty()) {
     c.out.shrink_if_idle(1 << 16);
     if (c.close_after_flush) { close_connection(c); return; }
@@ -193,14 +351,57 @@ void Worker::flush_output(Connection &c) {
   }
 }
 
+bool Worker::send_plain(Connection &c) {
+  while (!c.out.empty()) {
+    ssize_t n = ::send(c.fd.get(), c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      c.out.consume(size_t(n));
+      c.last_io_ms = now_ms_;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    close_connection(c);
+    return false;
+  }
+  return true;
+}
+
+bool Worker::send_tls(Connection &c) {
+  /* Partial writes are on, and the buffer may move between retries (it only grows at the end and
+     is consumed from the front after a successful write, so a retry starts with the same bytes). */
+  c.tls_write_wants_read = false;
+  while (!c.out.empty()) {
+    size_t put = 0;
+    switch (c.tls->write(c.out.data(), c.out.size(), &put)) {
+      case Tls_status::done:
+        c.out.consume(put);
+        c.last_io_ms = now_ms_;
+        continue;
+      case Tls_status::want_write: return true;
+      case Tls_status::want_read: c.tls_write_wants_read = true; return true;
+      case Tls_status::eof:
+      case Tls_status::error: close_connection(c); return false;
+    }
+  }
+  return true;
+}
+
 void Worker::update_interest(Connection &c) {
   if (c.dead) return;
-  uint32_t want = EPOLLRDHUP;
-  const bool accept_input = !c.read_closed && !c.close_after_flush && !c.session->parked() &&
-                            c.out.size() < cfg_.output_high_water &&
-                            c.in.size() < input_cap();
-  if (accept_input) want |= EPOLLIN;
-  if (!c.out.empty()) want |= EPOLLOUT;
+  uint32_t want;
+  if (c.transport == Transport::tls_handshake) {
+    /* Only what the handshake waits for (no EPOLLRDHUP: a half-closed peer would report it again
+       and again while the handshake waits to write). */
+    want = c.tls_wants_write ? EPOLLOUT : EPOLLIN;
+  } else {
+    want = EPOLLRDHUP;
+    const bool accept_input = !c.read_closed && !c.close_after_flush && !parked(c) &&
+                              c.out.size() < cfg_.output_high_water &&
+                              c.in.size() < input_cap();
+    if (accept_input || c.tls_write_wants_read) want |= EPOLLIN;
+    if (!c.out.empty() || c.tls_wants_write) want |= EPOLLOUT;
+  }
   if (want == c.registered) return;
   epoll_event ev{};
   ev.events = want;
@@ -212,7 +413,12 @@ void Worker::close_connection(Connection &c) {
   if (c.dead) return;
   c.dead = true;
   any_dead_ = true;
+  if (c.transport == Transport::tls_handshake || c.transport == Transport::undecided) --unsettled_;
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
+  if (c.tls) {
+    c.tls->shutdown();  // close_notify, unless the connection failed
+    c.tls.reset();
+  }
   c.fd.reset();
   c.session.reset();  // releases its open indexes (table references) right away
   counters_.connections.fetch_sub(1, std::memory_order_relaxed);
@@ -229,11 +435,30 @@ void Worker::reap_dead() {
 }
 
 void Worker::check_idle(uint64_t now) {
-  if (!cfg_.idle_timeout_s) return;
-  const uint64_t limit = uint64_t(cfg_.idle_timeout_s) * 1000;
+  const uint64_t idle_limit = uint64_t(cfg_.idle_timeout_s) * 1000;
+  const uint64_t handshake_limit = uint64_t(cfg_.tls_handshake_timeout_s) * 1000;
+  if (!idle_limit && !unsettled_) return;
   for (auto &c : conns_) {
-    if (c->dead || c->session->parked() || c->pending) continue;
-    if (now - c->last_io_ms > limit) {
+    if (c->dead) continue;
+    if (c->transport == Transport::tls_handshake) {
+      if (now - c->accepted_ms > handshake_limit) {
+        char why[64];
+        snprintf(why, sizeof why, "not completed within %u s", cfg_.tls_handshake_timeout_s);
+        tls_handshake_failed(*c, why);
+      }
+      continue;
+    }
+    if (c->transport == Transport::undecided && cfg_.require_tls) {
+      /* Silent since it connected: it can do nothing before a TLS handshake, so it gets the
+         handshake's time limit rather than the idle timeout. */
+      if (now - c->accepted_ms > handshake_limit) {
+        counters_.add(counters_.timeouts);
+        close_connection(*c);
+      }
+      continue;
+    }
+    if (!idle_limit || parked(*c) || c->pending) continue;
+    if (now - c->last_io_ms > idle_limit) {
       counters_.add(counters_.timeouts);
       close_connection(*c);
     }
@@ -241,6 +466,7 @@ void Worker::check_idle(uint64_t now) {
 }
 
 void Worker::serve(Store &store) {
+  store_ = &store;
   std::vector<epoll_event> events(512);
   uint64_t last_ddl_check = 0, last_idle_check = monotonic_ms();
   now_ms_ = last_idle_check;
@@ -263,16 +489,24 @@ void Worker::serve(Store &store) {
       if (ev.data.ptr == &wake_tag) {
         uint64_t v;
         while (::read(wake_.get(), &v, sizeof v) > 0) {}
-        adopt_new_connections(store);
+        adopt_new_connections();
         continue;
       }
       Connection &c = *static_cast<Connection *>(ev.data.ptr);
       if (c.dead) continue;
-      if (ev.events & EPOLLERR) { close_connection(c); continue; }
+      if (ev.events & EPOLLERR) {
+        if (c.transport == Transport::tls_handshake) tls_handshake_failed(c, socket_error(c.fd.get()));
+        else close_connection(c);
+        continue;
+      }
+      if (c.tls) { tls_event(c, ev.events); continue; }
       if (ev.events & EPOLLOUT) flush_output(c);
       if (c.dead) continue;
       if (ev.events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) read_input(c);
       if ((ev.events & EPOLLHUP) && !c.dead && !(ev.events & EPOLLIN)) { c.read_closed = true; mark_pending(c); }
+      /* Its first byte began a TLS handshake; or its output drained on EPOLLOUT, which must not
+         stay registered (level-triggered: the worker would spin until the client spoke again). */
+      if (!c.dead && (c.tls || (c.out.empty() && (c.registered & EPOLLOUT)))) update_interest(c);
     }
 
     /* One batch: every connection with complete input runs its requests; one commit for all. */
@@ -282,6 +516,10 @@ void Worker::serve(Store &store) {
       for (Connection *c : batch_) c->pending = false;
       for (Connection *c : batch_) {
         if (c->dead) continue;
+        if (!c->session) {  // hung up before its transport was settled: nothing to answer
+          close_connection(*c);
+          continue;
+        }
         Session_outcome o = c->session->run(c->in, c->out, cfg_.max_requests_per_batch);
         /* Replies to reads need no commit: send them now rather than after the whole batch.
            Anything after a write waits for the commit (a reply to a write means it is durable). */
@@ -315,9 +553,10 @@ void Worker::serve(Store &store) {
           close_connection(*c);  // peer is gone and everything it asked for was answered
           continue;
         }
-        /* Input that arrived while the connection was paused is read now. */
+        /* Input that arrived while the connection was paused is read now; so is input OpenSSL already
+           took off the socket (epoll does not report it). */
         if (!c->pending && !c->read_closed && !c->session->parked() && c->out.size() < cfg_.output_high_water &&
-            (c->registered & EPOLLIN) == 0)
+            ((c->registered & EPOLLIN) == 0 || (c->tls && c->tls->has_buffered_input())))
           read_input(*c);
         update_interest(*c);
       }

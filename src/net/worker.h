@@ -15,6 +15,7 @@
 #include "common/peer.h"
 #include "common/stats.h"
 #include "net/fd.h"
+#include "net/tls.h"
 #include "session/session.h"
 
 namespace tablesocket {
@@ -23,14 +24,31 @@ struct Port;
 class Server;
 class Store;
 
+/* How a connection's bytes cross the wire. A TCP connection starts undecided: its first byte is
+   either a TLS handshake record (0x16) or plaintext. A unix-socket connection is plain from the
+   start. */
+enum class Transport : unsigned char {
+  plain,          // recv/send
+  undecided,      // nothing read yet
+  tls_handshake,  // TLS handshake in progress
+  tls,            // SSL_read/SSL_write
+};
+
 struct Connection {
   Fd fd;
   const Port *port = nullptr;
   Peer peer;                   // who connected; the session keeps a reference
   Byte_buffer in, out;
+  /* Created once the transport is settled (plaintext decided, or TLS handshake completed), so a
+     session always sees its Peer final, TLS identity included. Null before. */
   std::unique_ptr<Session> session;
+  std::unique_ptr<Tls_conn> tls;  // from the first TLS byte on
+  uint64_t accepted_ms = 0;    // when the worker adopted it (handshake timeout)
   uint64_t last_io_ms = 0;
   uint32_t registered = 0;     // epoll events currently registered
+  Transport transport = Transport::plain;
+  bool tls_wants_write = false;    // the handshake or SSL_read waits until the socket is writable
+  bool tls_write_wants_read = false;  // SSL_write waits until the socket is readable
   bool read_closed = false;    // peer sent EOF
   bool close_after_flush = false;
   bool dead = false;           // closed; freed at the end of the loop iteration
@@ -52,9 +70,20 @@ class Worker {
  private:
   void run();
   void serve(Store &store);
-  void adopt_new_connections(Store &store);
+  void adopt_new_connections();
   void read_input(Connection &c);
+  void read_input_unsettled(Connection &c);
+  void read_first_bytes(Connection &c);
+  void start_session(Connection &c);
+  void refuse_plaintext(Connection &c);
+  void start_tls(Connection &c);
+  void continue_handshake(Connection &c);
+  void tls_handshake_failed(Connection &c, const std::string &why);
+  void read_tls(Connection &c);
+  void tls_event(Connection &c, uint32_t events);
   void flush_output(Connection &c);
+  bool send_plain(Connection &c);
+  bool send_tls(Connection &c);
   void update_interest(Connection &c);
   void mark_pending(Connection &c);
   size_t input_cap() const;
@@ -77,6 +106,10 @@ class Worker {
   std::vector<Connection *> batch_;
   bool any_dead_ = false;
   uint64_t now_ms_ = 0;
+  Store *store_ = nullptr;      // the worker's store, while serve() runs
+  size_t unsettled_ = 0;        // connections undecided or in a TLS handshake
+  uint64_t tls_log_ms_ = 0;     // last TLS failure written to the error log
+  uint64_t tls_log_suppressed_ = 0;
 };
 
 }  // namespace tablesocket

@@ -10,6 +10,7 @@
 #include "common/stats.h"
 #include "net/server.h"
 #include "store/server_log.h"
+#include "store/server_settings.h"
 
 namespace {
 
@@ -30,6 +31,7 @@ char *sv_mc_socket, *sv_mc_config_schema;
 my_bool sv_require_auth, sv_allow_cleartext_passwords, sv_require_tls;
 char *sv_anonymous_account, *sv_ssl_cert, *sv_ssl_key, *sv_ssl_ca, *sv_ssl_capath, *sv_ssl_cipher;
 unsigned sv_privilege_check_interval, sv_max_user_connections, sv_auth_log_interval;
+unsigned sv_tls_handshake_timeout;
 
 const Config kDefaults;
 
@@ -175,6 +177,12 @@ MYSQL_SYSVAR_BOOL(require_tls, sv_require_tls, PLUGIN_VAR_READONLY,
                   "exempt). OFF: TLS is offered on every TCP port and detected from the first byte.",
                   nullptr, nullptr, false);
 
+MYSQL_SYSVAR_UINT(tls_handshake_timeout, sv_tls_handshake_timeout, PLUGIN_VAR_READONLY,
+                  "Seconds a TCP connection has, from connect, to complete its TLS handshake; it is closed "
+                  "after that (Tablesocket_tls_handshake_failures). With tablesocket_require_tls=ON, a "
+                  "connection that sends nothing at all is closed after this time too.",
+                  nullptr, nullptr, kDefaults.tls_handshake_timeout_s, 1, 3600, 0);
+
 struct st_mysql_sys_var *system_variables[] = {
     MYSQL_SYSVAR(address), MYSQL_SYSVAR(hs_port), MYSQL_SYSVAR(hs_port_wr), MYSQL_SYSVAR(mc_port),
     MYSQL_SYSVAR(mc_socket), MYSQL_SYSVAR(mc_config_schema), MYSQL_SYSVAR(mc_max_range_rows),
@@ -188,7 +196,7 @@ struct st_mysql_sys_var *system_variables[] = {
     MYSQL_SYSVAR(allow_cleartext_passwords), MYSQL_SYSVAR(privilege_check_interval),
     MYSQL_SYSVAR(max_user_connections), MYSQL_SYSVAR(auth_log_interval), MYSQL_SYSVAR(ssl_cert),
     MYSQL_SYSVAR(ssl_key), MYSQL_SYSVAR(ssl_ca), MYSQL_SYSVAR(ssl_capath), MYSQL_SYSVAR(ssl_cipher),
-    MYSQL_SYSVAR(require_tls),
+    MYSQL_SYSVAR(require_tls), MYSQL_SYSVAR(tls_handshake_timeout),
     nullptr};
 
 /* ---- Status variables: Tablesocket_<counter>, summed over workers on demand ----------------- */
@@ -270,13 +278,34 @@ Config config_from_sysvars() {
   c.ssl_capath = str(sv_ssl_capath);
   c.ssl_cipher = str(sv_ssl_cipher);
   c.require_tls = sv_require_tls;
+  c.tls_handshake_timeout_s = sv_tls_handshake_timeout;
   return c;
+}
+
+/* Where tablesocket_ssl_* are empty, the server's own ssl_* apply, in pairs that belong together:
+   certificate and key (tablesocket's pair if either is set, else the server's), CA file and CA
+   directory likewise, and the cipher list. Returns where the certificate comes from, for the log. */
+const char *apply_server_tls_defaults(Config &c) {
+  const tablesocket::Server_tls_defaults d = tablesocket::server_tls_defaults();
+  const char *origin = "tablesocket_ssl_cert and tablesocket_ssl_key";
+  if (c.ssl_cert.empty() && c.ssl_key.empty()) {
+    c.ssl_cert = d.cert;
+    c.ssl_key = d.key;
+    origin = "the server's ssl_cert and ssl_key";
+  }
+  if (c.ssl_ca.empty() && c.ssl_capath.empty()) {
+    c.ssl_ca = d.ca;
+    c.ssl_capath = d.capath;
+  }
+  if (c.ssl_cipher.empty()) c.ssl_cipher = d.cipher;
+  return origin;
 }
 
 int tablesocket_init(void *) {
   try {
     Config cfg = config_from_sysvars();
     if (cfg.output_high_water > cfg.max_output_buffer) cfg.output_high_water = cfg.max_output_buffer;
+    const char *cert_origin = apply_server_tls_defaults(cfg);
     auto server = std::make_unique<Server>(cfg);
     std::string error;
     if (!server->start(&error)) {
@@ -288,6 +317,15 @@ int tablesocket_init(void *) {
                           "port %u%s%s, %u workers",
                           cfg.address.c_str(), cfg.hs_port, cfg.hs_port_wr, cfg.mc_port,
                           cfg.mc_socket.empty() ? "" : " and ", cfg.mc_socket.c_str(), cfg.threads);
+    if (const tablesocket::Tls_context *tls = g_server->tls_context()) {
+      std::string what = std::string(cfg.require_tls ? "required" : "offered") + " on the TCP ports: certificate '" +
+                         (cfg.ssl_cert.empty() ? cfg.ssl_key : cfg.ssl_cert) + "' (from " + cert_origin + ")";
+      if (tls->verifies_clients())
+        what += ", client certificates verified against '" + (cfg.ssl_ca.empty() ? cfg.ssl_capath : cfg.ssl_ca) + "'";
+      tablesocket::log_info("TLS %s", what.c_str());
+    } else {
+      tablesocket::log_info("TLS not offered: no certificate (tablesocket_ssl_cert, or the server's ssl_cert)");
+    }
     return 0;
   } catch (const std::exception &e) {
     tablesocket::log_error("not started: %s", e.what());
