@@ -40,7 +40,8 @@ struct Config {
   bool allow_cleartext_passwords = false;  // cleartext logins over unencrypted TCP
   unsigned privilege_check_interval_ms = 1000;  // cached privilege decisions live at most this long
   unsigned max_user_connections = 0;  // per account, all protocols together; 0 = unlimited
-  unsigned auth_log_interval_s = 10;  // failed logins are logged at most once per interval (with a count)
+  unsigned auth_log_interval_s = 10;
+  unsigned login_timeout_s = 30;      // require_auth: seconds to log in before the connection is closed  // failed logins are logged at most once per interval (with a count)
 
   /* TLS (net/tls): empty paths fall back to the server's own ssl_cert/ssl_key/ssl_ca. */
   std::string ssl_cert, ssl_key, ssl_ca, ssl_capath, ssl_cipher;

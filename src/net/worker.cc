@@ -437,7 +437,8 @@ void Worker::reap_dead() {
 void Worker::check_idle(uint64_t now) {
   const uint64_t idle_limit = uint64_t(cfg_.idle_timeout_s) * 1000;
   const uint64_t handshake_limit = uint64_t(cfg_.tls_handshake_timeout_s) * 1000;
-  if (!idle_limit && !unsettled_) return;
+  const uint64_t login_limit = cfg_.require_auth ? uint64_t(cfg_.login_timeout_s) * 1000 : 0;
+  if (!idle_limit && !unsettled_ && !login_limit) return;
   for (auto &c : conns_) {
     if (c->dead) continue;
     if (c->transport == Transport::tls_handshake) {
@@ -455,6 +456,16 @@ void Worker::check_idle(uint64_t now) {
         counters_.add(counters_.timeouts);
         close_connection(*c);
       }
+      continue;
+    }
+    /* A connection silent since it connected has no session yet; it has not logged in either. */
+    const bool awaiting_login =
+        c->session ? c->session->awaiting_login()
+                   : c->port->protocol == Protocol::mc || cfg_.anonymous_account.empty();
+    if (login_limit && awaiting_login && !parked(*c) && now - c->accepted_ms > login_limit) {
+      /* Connected, but not logged in within tablesocket_login_timeout. */
+      counters_.add(counters_.timeouts);
+      close_connection(*c);
       continue;
     }
     if (!idle_limit || parked(*c) || c->pending) continue;

@@ -30,7 +30,7 @@ unsigned sv_mc_port, sv_mc_max_range_rows, sv_mc_max_value_size;
 char *sv_mc_socket, *sv_mc_config_schema;
 my_bool sv_require_auth, sv_allow_cleartext_passwords, sv_require_tls;
 char *sv_anonymous_account, *sv_ssl_cert, *sv_ssl_key, *sv_ssl_ca, *sv_ssl_capath, *sv_ssl_cipher;
-unsigned sv_privilege_check_interval, sv_max_user_connections, sv_auth_log_interval;
+unsigned sv_privilege_check_interval, sv_max_user_connections, sv_auth_log_interval, sv_login_timeout;
 unsigned sv_tls_handshake_timeout;
 
 const Config kDefaults;
@@ -156,6 +156,12 @@ MYSQL_SYSVAR_UINT(auth_log_interval, sv_auth_log_interval, PLUGIN_VAR_READONLY,
                   "Failed logins are written to the error log at most once per this many seconds, "
                   "with the number suppressed in between (Tablesocket_auth_failures counts all).",
                   nullptr, nullptr, kDefaults.auth_log_interval_s, 1, 86400, 0);
+MYSQL_SYSVAR_UINT(login_timeout, sv_login_timeout, PLUGIN_VAR_READONLY,
+                  "With tablesocket_require_auth ON, seconds a connection may stay without logging in "
+                  "(and without an anonymous account applying) before it is closed, so idle "
+                  "unauthenticated connections cannot hold connection slots. 0: only "
+                  "tablesocket_idle_timeout applies.",
+                  nullptr, nullptr, kDefaults.login_timeout_s, 0, 86400, 0);
 MYSQL_SYSVAR_STR(ssl_cert, sv_ssl_cert, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
                  "PEM certificate for TLS on tablesocket's TCP ports. Empty: the server's ssl_cert.",
                  nullptr, nullptr, "");
@@ -194,7 +200,7 @@ struct st_mysql_sys_var *system_variables[] = {
     MYSQL_SYSVAR(lock_wait_timeout), MYSQL_SYSVAR(character_set), MYSQL_SYSVAR(plain_secret),
     MYSQL_SYSVAR(plain_secret_wr), MYSQL_SYSVAR(require_auth), MYSQL_SYSVAR(anonymous_account),
     MYSQL_SYSVAR(allow_cleartext_passwords), MYSQL_SYSVAR(privilege_check_interval),
-    MYSQL_SYSVAR(max_user_connections), MYSQL_SYSVAR(auth_log_interval), MYSQL_SYSVAR(ssl_cert),
+    MYSQL_SYSVAR(max_user_connections), MYSQL_SYSVAR(auth_log_interval), MYSQL_SYSVAR(login_timeout), MYSQL_SYSVAR(ssl_cert),
     MYSQL_SYSVAR(ssl_key), MYSQL_SYSVAR(ssl_ca), MYSQL_SYSVAR(ssl_capath), MYSQL_SYSVAR(ssl_cipher),
     MYSQL_SYSVAR(require_tls), MYSQL_SYSVAR(tls_handshake_timeout),
     nullptr};
@@ -272,6 +278,7 @@ Config config_from_sysvars() {
   c.privilege_check_interval_ms = sv_privilege_check_interval;
   c.max_user_connections = sv_max_user_connections;
   c.auth_log_interval_s = sv_auth_log_interval;
+  c.login_timeout_s = sv_login_timeout;
   c.ssl_cert = str(sv_ssl_cert);
   c.ssl_key = str(sv_ssl_key);
   c.ssl_ca = str(sv_ssl_ca);

@@ -25,6 +25,7 @@ class Mc_session final : public Session {
       : Session(peer), store_(store), cfg_(cfg), counters_(counters), auth_(store, cfg, peer, counters) {}
   Session_outcome run(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) override;
   bool parked() const override { return parked_; }
+  bool awaiting_login() const override { return cfg_.require_auth && !auth_.has_account(); }
 
  private:
   enum class Exec : uint8_t { done, park, close };

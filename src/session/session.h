@@ -24,6 +24,8 @@ class Session {
   /* Executes up to max_requests complete requests from in (consuming them), appending to out. */
   virtual Session_outcome run(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) = 0;
   virtual bool parked() const = 0;
+  /* True while the connection may do nothing until it logs in (tablesocket_require_auth). */
+  virtual bool awaiting_login() const { return false; }
 
   /* Set when a write of this session succeeded in the current batch; the worker clears it after
      the batch commits (and closes the connection if the commit failed). */

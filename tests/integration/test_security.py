@@ -432,6 +432,29 @@ class TestLimits:
         assert c.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"0\t1\n"
         raw.close()
 
+    def test_login_timeout_closes_idle_unauthenticated(self, conns):
+        s = start("logintimeout", "--tablesocket-require-auth=ON", "--tablesocket-login-timeout=1")
+        try:
+            create_user(s, "quick")
+            idle = conns(s)
+            chatty = conns(s)   # sends requests, but never logs in: closed as well
+            ok = conns(s)
+            assert login(ok, "quick", "pw") == b"0\t1\n"
+            mc = McConn(s.mc_port)
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 1.5:
+                assert chatty.request("P\t1\ttest\tacct\tPRIMARY\tid\n") == b"3\t1\tunauth\n"
+                time.sleep(0.2)
+            for c in (idle, chatty):
+                with pytest.raises((EOFError, ConnectionError)):
+                    c.recv_line(timeout=5)
+            with pytest.raises((EOFError, ConnectionError)):
+                mc.recv_line(timeout=5)
+            assert time.monotonic() - t0 < 6
+            assert ok.request("P\t1\ttest\tacct\tPRIMARY\tid\n").startswith(b"3\t1\tSELECT command denied")
+        finally:
+            s.stop()
+
     def test_hostile_auth_input(self, srv, conns):
         c = conns(srv)
         long_user = "u" * 100_000
