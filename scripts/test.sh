@@ -48,7 +48,7 @@ python_client_tests() {
 }
 python_client_integration() {
   # The client's integration tests against a real private server with tablesocket loaded.
-  "$py" "$here/tests/integration/tsserver.py" serve -- env TABLESOCKET_EXTENSIONS=1 \
+  "$py" "$here/tests/integration/tsserver.py" serve -- env TABLESOCKET_EXTENSIONS=1 TABLESOCKET_EXPECT_SECURITY=1 \
     "$py" -m pytest -q -p no:cacheprovider "$here/clients/python/tests/test_integration.py" \
     --junitxml="$reports/pyclient-integration.xml"
 }
