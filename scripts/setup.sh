@@ -72,7 +72,7 @@ else
 fi
 
 # ---- 3. build and test packages ----------------------------------------------------------------
-pkg_stamp=$deps/.packages-v3
+pkg_stamp=$deps/.packages-v4
 if [ ! -f "$pkg_stamp" ]; then
   log "installing build and test packages"
   apt-get install -y -qq --no-install-recommends \
@@ -81,10 +81,14 @@ if [ ! -f "$pkg_stamp" ]; then
     libxml2-dev libfmt-dev libsnappy-dev libnuma-dev libcrack2-dev libpam0g-dev gnutls-dev \
     libcurl4-openssl-dev libkrb5-dev libedit-dev libzstd-dev liblz4-dev dpkg-dev \
     python3 python3-venv python3-pip perl libperl-dev libdbi-perl libdbd-mariadb-perl \
-    libmariadb-dev openssl procps iproute2 libmemcached-tools netcat-openbsd memcached >/dev/null
-  # memcached is only the tests' reference implementation: its system service must not hold 11211.
-  if command -v systemctl >/dev/null 2>&1; then systemctl disable --now memcached >/dev/null 2>&1 || true; fi
-  service memcached stop >/dev/null 2>&1 || true
+    libmariadb-dev openssl procps iproute2 libmemcached-tools netcat-openbsd memcached \
+    redis-server python3-matplotlib util-linux >/dev/null
+  # memcached and redis-server are only the tests' and the benchmark's references (bench/run.py
+  # starts private ones): their system services must not hold 11211 / 6379.
+  for svc in memcached redis-server; do
+    if command -v systemctl >/dev/null 2>&1; then systemctl disable --now "$svc" >/dev/null 2>&1 || true; fi
+    service "$svc" stop >/dev/null 2>&1 || true
+  done
   touch "$pkg_stamp"
 fi
 

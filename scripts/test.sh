@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test on a fresh Debian 12 machine (as root): sets up what is missing first
 # (scripts/setup.sh), then unit tests, symbol check, brief fuzzing, client tests, integration
-# tests against a private mariadbd, and HandlerSocket's regression suite. Exits non-zero if any
-# step fails; the last line totals every test run.
+# tests against a private mariadbd, HandlerSocket's regression suite, and a smoke run of the
+# benchmark runner. Exits non-zero if any step fails; the last line totals every test run.
 #
 # Environment: TS_FUZZ_SECONDS (default 20) per fuzz target.
 set -uo pipefail
@@ -55,6 +55,13 @@ python_client_integration() {
 integration_tests() {
   "$py" -m pytest -q -p no:cacheprovider "$here/tests/integration" --junitxml="$reports/integration.xml"
 }
+bench_smoke() {
+  # The side-by-side benchmark end to end at a tiny size: every server starts (mariadbd with
+  # tablesocket and handlersocket.so, memcached, redis-server), every answer of every system
+  # verifies, the report and the chart are written (build/bench-smoke/).
+  "$py" "$here/bench/run.py" --smoke --junit "$reports/bench-smoke.xml" > "$reports/bench-smoke.log" 2>&1 \
+    || { tail -n 40 "$reports/bench-smoke.log"; return 1; }
+}
 
 step "unit tests (GoogleTest)" unit_tests
 step "plugin symbols resolve against this mariadbd" "$here/scripts/check_symbols.sh"
@@ -63,6 +70,7 @@ step "load generator unit tests" loadgen_tests
 step "Python client unit tests" python_client_tests
 step "Python client against the server" python_client_integration
 step "integration tests (private mariadbd, HandlerSocket regression suite)" integration_tests
+step "benchmark runner, smoke run (bench/run.py --smoke)" bench_smoke
 
 echo
 "$py" "$here/scripts/sum_reports.py" "$reports"/*.xml

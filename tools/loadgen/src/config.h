@@ -46,11 +46,16 @@ struct Config {
   std::string key_column = "user_id";
   std::string hs_auth;          // if set, "A\t1\t<secret>" is sent first
 
+  // SQL (--proto sql): log-in; the statement uses db, table, key_column and columns above
+  std::string sql_user = "root";
+  std::string sql_password;
+
   bool json = false;
   uint32_t print_errors = 5;    // how many error/mismatch details to print
   double timeout_seconds = 10.0;  // no reply for this long with requests in flight: give up
   bool progress = false;        // print ops/s every second
   bool ladder = false;          // print a percentile ladder
+  bool print_window = false;    // print "WINDOW start|end" when the measured window opens/closes
 
   bool write_op() const { return op == Op::update || op == Op::insert || op == Op::set; }
   bool sequential_keys() const { return op == Op::insert || load; }

@@ -11,17 +11,18 @@
 #include <string>
 
 #include "config.h"
+#include "engine.h"
 #include "runner.h"
 
 using namespace loadgen;
 
 namespace {
 
-const char kUsage[] = R"(usage: ts-loadgen --proto hs|mc-text|mc-meta|resp [options]
+const char kUsage[] = R"(usage: ts-loadgen --proto hs|mc-text|mc-meta|resp|sql [options]
 
 Target (loopback only):
   --host H               127.0.0.1 (default), localhost, ::1 or any 127.x.y.z; others are refused
-  --port P               default: hs 9998 (9999 for writes), mc-* 11211, resp 6379
+  --port P               default: hs 9998 (9999 for writes), mc-* 11211, resp 6379, sql 3306
 
 Load shape:
   -c, --conns N          connections (default 1)
@@ -42,10 +43,10 @@ Keys:
 
 Operation:
   --op get|update|insert|set
-                         hs: get (default), update (U of the row), insert (+ new keys);
+                         hs, sql: get (default), update (the row's columns), insert (new keys);
                          mc-*/resp: get (default), set
   --insert-start N       --op insert: first key (default K + 1), then counting up
-  --load                 write keys 1..K once and stop: HS insert, memcached/RESP set.
+  --load                 write keys 1..K once and stop: HS/SQL insert, memcached/RESP set.
                          Values are the model below. Depth/conns/threads apply.
   --vary-writes          update/set write a `created` time that changes with every request
                          (the row really changes; reads with --expect fail until reloaded)
@@ -56,8 +57,8 @@ Verification (every reply is parsed and checked):
                          hs-user: row of key k is "user<k>", "user<k>@example.com",
                                   "2010-01-01 00:00:00"; writes must report 1 row
                          kv-user: value of key k is "user<k>|user<k>@example.com|2010-01-01 00:00:00"
-                         auto (default): hs-user for hs with the default columns, kv-user for
-                         mc-*/resp, none otherwise
+                         auto (default): hs-user for hs and sql with the default columns,
+                         kv-user for mc-*/resp, none otherwise
   --print-errors N       print the first N errors/mismatches (default 5)
   --timeout S            give up when nothing is answered for S seconds (default 10)
 
@@ -67,9 +68,16 @@ HandlerSocket:
   --key-column NAME      key column for inserts (default user_id)
   --hs-auth SECRET       send "A 1 SECRET" first
 
+SQL (MariaDB server-side prepared statements, libmariadb's non-blocking API; --db, --table,
+--columns and --key-column as above; depth 1: the client library does not pipeline):
+  --sql-user NAME        default root
+  --sql-password PW      default empty
+
 Output:
   --json                 also print a JSON summary line
   --ladder               also print latency percentiles from p10 to p99.999 and max
+  --print-window         print "WINDOW start <ns>" and "WINDOW end <ns>" (CLOCK_MONOTONIC) on
+                         stdout, flushed, when the measured window opens and closes
   The last line is always:
   RESULT proto=.. conns=.. depth=.. ops=.. seconds=.. ops_per_sec=.. p50_us=.. p99_us=.. p999_us=..
          errors=.. mismatches=.. op=.. threads=.. misses=.. seed=..
@@ -114,7 +122,8 @@ size_t count_columns(const std::string &cols) {
 enum Opt_id {
   o_proto = 1000, o_host, o_port, o_seconds, o_warmup, o_requests, o_keys, o_dist, o_theta, o_scramble, o_seed,
   o_prefix, o_op, o_insert_start, o_load, o_vary, o_expect, o_print_errors, o_timeout, o_db, o_table, o_index,
-  o_columns, o_key_column, o_hs_auth, o_json, o_progress, o_ladder, o_help,
+  o_columns, o_key_column, o_hs_auth, o_json, o_progress, o_ladder, o_help, o_sql_user, o_sql_password,
+  o_print_window,
 };
 
 }  // namespace
@@ -149,6 +158,9 @@ int main(int argc, char **argv) {
       {"columns", required_argument, nullptr, o_columns},
       {"key-column", required_argument, nullptr, o_key_column},
       {"hs-auth", required_argument, nullptr, o_hs_auth},
+      {"sql-user", required_argument, nullptr, o_sql_user},
+      {"sql-password", required_argument, nullptr, o_sql_password},
+      {"print-window", no_argument, nullptr, o_print_window},
       {"json", no_argument, nullptr, o_json},
       {"progress", no_argument, nullptr, o_progress},
       {"ladder", no_argument, nullptr, o_ladder},
@@ -195,6 +207,9 @@ int main(int argc, char **argv) {
       case o_columns: cfg.columns = optarg; break;
       case o_key_column: cfg.key_column = optarg; break;
       case o_hs_auth: cfg.hs_auth = optarg; break;
+      case o_sql_user: cfg.sql_user = optarg; break;
+      case o_sql_password: cfg.sql_password = optarg; break;
+      case o_print_window: cfg.print_window = true; break;
       case o_json: cfg.json = true; break;
       case o_progress: cfg.progress = true; break;
       case o_ladder: cfg.ladder = true; break;
@@ -209,10 +224,16 @@ int main(int argc, char **argv) {
   else if (proto == "mc-text") cfg.proto = Proto::mc_text;
   else if (proto == "mc-meta") cfg.proto = Proto::mc_meta;
   else if (proto == "resp") cfg.proto = Proto::resp;
-  else if (proto.empty()) die("%s--proto is required (hs, mc-text, mc-meta, resp)", "");
-  else if (proto == "sql") die("--proto %s is not supported: measure SQL with sysbench", proto.c_str());
+  else if (proto == "sql") cfg.proto = Proto::sql;
+  else if (proto.empty()) die("%s--proto is required (hs, mc-text, mc-meta, resp, sql)", "");
   else die("unknown --proto \"%s\"", proto.c_str());
-  bool is_hs = cfg.proto == Proto::hs;
+  bool is_sql = cfg.proto == Proto::sql;
+  bool is_hs = cfg.proto == Proto::hs || is_sql;  // rows of columns, ops get/update/insert
+  if (is_sql && !sql_available())
+    die("%s--proto sql: this ts-loadgen was built without libmariadb (install libmariadb-dev, rebuild)", "");
+  if (is_sql && cfg.depth != 1)
+    die("%s--proto sql: depth must be 1 (the MariaDB client library does not pipeline); use more --conns", "");
+  if (is_sql && !cfg.key_prefix.empty()) die("%s--proto sql: keys are numbers; --key-prefix does not apply", "");
 
   if (cfg.load) {
     if (!op.empty() && op != (is_hs ? "insert" : "set")) die("--load writes rows; it cannot be combined with --op %s", op.c_str());
@@ -230,7 +251,7 @@ int main(int argc, char **argv) {
   } else if (op == "set" && !is_hs) {
     cfg.op = Op::set;
   } else {
-    die("--op %s does not apply to this --proto (hs: get, update, insert; mc-*/resp: get, set)", op.c_str());
+    die("--op %s does not apply to this --proto (hs, sql: get, update, insert; mc-*/resp: get, set)", op.c_str());
   }
   if (cfg.op == Op::insert && cfg.insert_start == 0) cfg.insert_start = cfg.load ? 1 : cfg.keys + 1;
 
@@ -245,7 +266,7 @@ int main(int argc, char **argv) {
   } else if (expect == "none") {
     cfg.expect = Expect::none;
   } else if (expect == "hs-user") {
-    if (!is_hs) die("--expect %s applies to --proto hs only", expect.c_str());
+    if (!is_hs) die("--expect %s applies to --proto hs and sql only", expect.c_str());
     if (count_columns(cfg.columns) != 3) die("--expect hs-user needs 3 columns (name, email, created), got \"%s\"", cfg.columns.c_str());
     cfg.expect = Expect::hs_user;
   } else if (expect == "kv-user") {
@@ -255,12 +276,13 @@ int main(int argc, char **argv) {
     die("unknown --expect \"%s\" (none, hs-user, kv-user, auto)", expect.c_str());
   }
   if (is_hs && cfg.write_op() && count_columns(cfg.columns) != 3)
-    die("HS writes store the 3-column user row; --columns has to name 3 columns, got \"%s\"", cfg.columns.c_str());
+    die("HS and SQL writes store the 3-column user row; --columns has to name 3 columns, got \"%s\"", cfg.columns.c_str());
   if (cfg.vary_writes && !cfg.write_op()) die("%s--vary-writes needs a write op (update, set)", "");
   if (cfg.vary_writes && cfg.op == Op::insert) die("%s--vary-writes applies to update and set", "");
 
   if (cfg.port == 0) {
-    if (is_hs) cfg.port = cfg.write_op() ? 9999 : 9998;
+    if (is_sql) cfg.port = 3306;
+    else if (is_hs) cfg.port = cfg.write_op() ? 9999 : 9998;
     else if (cfg.proto == Proto::resp) cfg.port = 6379;
     else cfg.port = 11211;
   }

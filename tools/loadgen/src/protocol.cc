@@ -12,6 +12,7 @@ const char *proto_name(Proto p) {
     case Proto::mc_text: return "mc-text";
     case Proto::mc_meta: return "mc-meta";
     case Proto::resp: return "resp";
+    case Proto::sql: return "sql";
   }
   return "?";
 }
@@ -406,6 +407,8 @@ void encode_request(const Request_spec &spec, uint64_t k, uint64_t variant, Buff
       }
       return;
     }
+    case Proto::sql:
+      return;  // the SQL engine binds values to a prepared statement instead
     case Proto::resp: {
       char num[20];
       size_t nl = format_uint(num, k);
@@ -434,6 +437,56 @@ void encode_request(const Request_spec &spec, uint64_t k, uint64_t variant, Buff
       return;
     }
   }
+}
+
+std::string sql_quote_ident(std::string_view name) {
+  std::string o = "`";
+  for (char c : name) {
+    if (c == '`') o += '`';
+    o += c;
+  }
+  return o + "`";
+}
+
+namespace {
+
+// "a,b,c" -> the quoted names, each followed by `suffix`, separated by ", ".
+std::string sql_column_list(std::string_view columns, std::string_view suffix) {
+  std::string o;
+  size_t i = 0;
+  for (;;) {
+    size_t j = columns.find(',', i);
+    std::string_view c = columns.substr(i, j == std::string_view::npos ? std::string_view::npos : j - i);
+    if (!o.empty()) o += ", ";
+    o += sql_quote_ident(c);
+    o += suffix;
+    if (j == std::string_view::npos) break;
+    i = j + 1;
+  }
+  return o;
+}
+
+}  // namespace
+
+std::string sql_statement(Op op, std::string_view db, std::string_view table, std::string_view key_column,
+                          std::string_view columns) {
+  std::string t = sql_quote_ident(db) + "." + sql_quote_ident(table);
+  std::string k = sql_quote_ident(key_column);
+  switch (op) {
+    case Op::get:
+      return "SELECT " + sql_column_list(columns, "") + " FROM " + t + " WHERE " + k + " = ?";
+    case Op::update:
+      return "UPDATE " + t + " SET " + sql_column_list(columns, " = ?") + " WHERE " + k + " = ?";
+    case Op::insert: {
+      std::string marks = "?";
+      for (char c : columns)
+        if (c == ',') marks += ", ?";
+      return "INSERT INTO " + t + " (" + k + ", " + sql_column_list(columns, "") + ") VALUES (?, " + marks + ")";
+    }
+    case Op::set:
+      break;
+  }
+  return std::string();
 }
 
 std::string hs_open_index_line(std::string_view db, std::string_view table, std::string_view index,
@@ -511,6 +564,8 @@ std::string show(const Field &f) { return f.is_null() ? "NULL" : "\"" + printabl
 Outcome check_hs(const Check_spec &spec, const Hs_reply &r, uint64_t k, char *why, size_t cap) {
   if (r.code != 0) {
     std::string msg = r.ntokens ? show(r.tokens[0]) : std::string("(none)");
+    if (spec.proto == Proto::sql)
+      return why_out(Outcome::error, why, cap, "key %llu: SQL error %s", (unsigned long long)k, msg.c_str());
     return why_out(Outcome::error, why, cap, "key %llu: HS error reply code %u, message %s",
                    (unsigned long long)k, r.code, msg.c_str());
   }
@@ -541,8 +596,8 @@ Outcome check_hs(const Check_spec &spec, const Hs_reply &r, uint64_t k, char *wh
         }
         return Outcome::ok;
       }
-      return why_out(Outcome::mismatch, why, cap, "expect mode %s does not apply to HandlerSocket",
-                     expect_name(spec.expect));
+      return why_out(Outcome::mismatch, why, cap, "expect mode %s does not apply to %s",
+                     expect_name(spec.expect), spec.proto == Proto::sql ? "SQL" : "HandlerSocket");
     }
     case Op::update: {
       if (r.ntokens < 1 || r.tokens[0].is_null())
@@ -563,7 +618,8 @@ Outcome check_hs(const Check_spec &spec, const Hs_reply &r, uint64_t k, char *wh
     case Op::set:
       break;
   }
-  return why_out(Outcome::mismatch, why, cap, "op %s does not apply to HandlerSocket", op_name(spec.op));
+  return why_out(Outcome::mismatch, why, cap, "op %s does not apply to %s", op_name(spec.op),
+                 spec.proto == Proto::sql ? "SQL" : "HandlerSocket");
 }
 
 Outcome check_kv(const Check_spec &spec, const Kv_reply &r, uint64_t k, char *why, size_t cap) {

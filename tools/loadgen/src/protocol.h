@@ -19,7 +19,7 @@
 
 namespace loadgen {
 
-enum class Proto : uint8_t { hs, mc_text, mc_meta, resp };
+enum class Proto : uint8_t { hs, mc_text, mc_meta, resp, sql };
 enum class Op : uint8_t { get, update, insert, set };
 enum class Expect : uint8_t { none, hs_user, kv_user };
 
@@ -116,6 +116,14 @@ struct Request_spec {
 // Appends one request for key k to out. variant as for make_row (0 = canonical row).
 void encode_request(const Request_spec &spec, uint64_t k, uint64_t variant, Buffer &out);
 
+// SQL (--proto sql): the statement prepared for op, with one `?` per value. Identifiers are quoted
+// with backticks. get: SELECT <columns> FROM <db>.<table> WHERE <key> = ?;
+// update: UPDATE ... SET c1 = ?, ... WHERE <key> = ?; insert: INSERT INTO ... (<key>, c1, ...) VALUES (?, ...).
+std::string sql_statement(Op op, std::string_view db, std::string_view table, std::string_view key_column,
+                          std::string_view columns);
+// `name` with backticks, inner backticks doubled.
+std::string sql_quote_ident(std::string_view name);
+
 // HandlerSocket connection set-up lines.
 std::string hs_open_index_line(std::string_view db, std::string_view table, std::string_view index,
                                std::string_view columns);
@@ -137,7 +145,10 @@ struct Check_spec {
   std::string key_prefix;
 };
 
-// Checks the reply to the request for key k. On anything but ok, writes a one-line human-readable
+// Checks the reply to the request for key k. SQL answers are checked with check_hs (spec.proto
+// Proto::sql): the SQL engine presents them as HandlerSocket replies (code 0 and the row's
+// columns, no tokens for no row; an update's affected-row count; code 1 and the message for an
+// error). On anything but ok, writes a one-line human-readable
 // explanation into why (if non-null; at most why_cap bytes, NUL-terminated).
 Outcome check_hs(const Check_spec &spec, const Hs_reply &r, uint64_t k, char *why, size_t why_cap);
 Outcome check_kv(const Check_spec &spec, const Kv_reply &r, uint64_t k, char *why, size_t why_cap);

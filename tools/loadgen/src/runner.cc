@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cinttypes>
 #include <cmath>
@@ -27,59 +28,20 @@
 #include <vector>
 
 #include "buffer.h"
+#include "engine.h"
 #include "histogram.h"
 #include "keygen.h"
 #include "protocol.h"
 
 namespace loadgen {
-namespace {
 
 std::atomic<bool> g_stop{false};
 
+namespace {
+
 void on_signal(int) { g_stop.store(true, std::memory_order_relaxed); }
 
-inline uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
-void sleep_until_ns(uint64_t t) {
-  timespec ts;
-  ts.tv_sec = time_t(t / 1000000000ull);
-  ts.tv_nsec = long(t % 1000000000ull);
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
-    if (g_stop.load(std::memory_order_relaxed)) return;
-  }
-}
-
-// ---- Diagnostics: the first few problems are printed, the rest only counted ----------------------
-
-class Diag {
- public:
-  explicit Diag(uint32_t budget) : budget_(budget) {}
-  void report(const char *kind, const char *msg) {
-    std::lock_guard<std::mutex> g(mu_);
-    if (printed_ >= budget_) return;
-    ++printed_;
-    std::fprintf(stderr, "ts-loadgen: %s: %s\n", kind, msg);
-    if (printed_ == budget_) std::fprintf(stderr, "ts-loadgen: (further problems are only counted)\n");
-  }
-
- private:
-  std::mutex mu_;
-  uint32_t budget_;
-  uint32_t printed_ = 0;
-};
-
 // ---- Connection set-up ---------------------------------------------------------------------------
-
-struct Target {
-  sockaddr_storage addr{};
-  socklen_t len = 0;
-  int family = AF_INET;
-  std::string text;
-};
 
 bool is_loopback(const sockaddr *sa) {
   if (sa->sa_family == AF_INET) {
@@ -123,6 +85,8 @@ bool resolve_loopback(const std::string &host, uint16_t port, Target *t, std::st
                         : static_cast<const void *>(&reinterpret_cast<sockaddr_in6 *>(ai->ai_addr)->sin6_addr);
     inet_ntop(ai->ai_family, a, buf, sizeof buf);
     t->text = ai->ai_family == AF_INET6 ? "[" + std::string(buf) + "]:" + ps : std::string(buf) + ":" + ps;
+    t->address = buf;
+    t->port = port;
     ok = true;
     break;
   }
@@ -257,38 +221,7 @@ struct Conn {
   }
 };
 
-struct Stats {
-  uint64_t ops = 0;          // measured replies
-  uint64_t all_replies = 0;  // including warm-up
-  uint64_t ok = 0, misses = 0, errors = 0, mismatches = 0;
-  uint64_t conn_errors = 0;  // connections lost (protocol errors, resets, stalls) - part of errors
-  uint64_t reads = 0, writes = 0, bytes_in = 0, bytes_out = 0;
-  uint64_t last_counted_ns = 0;
-  Histogram hist;
-
-  void merge(const Stats &o) {
-    ops += o.ops;
-    all_replies += o.all_replies;
-    ok += o.ok;
-    misses += o.misses;
-    errors += o.errors;
-    mismatches += o.mismatches;
-    conn_errors += o.conn_errors;
-    reads += o.reads;
-    writes += o.writes;
-    bytes_in += o.bytes_in;
-    bytes_out += o.bytes_out;
-    if (o.last_counted_ns > last_counted_ns) last_counted_ns = o.last_counted_ns;
-    hist.merge(o.hist);
-  }
-};
-
-struct Schedule {
-  uint64_t t_start, t_measure, t_end;  // t_end: UINT64_MAX in count mode
-  bool count_mode;
-};
-
-class Worker {
+class Worker : public Worker_base {
  public:
   Worker(const Config &cfg, uint32_t index, const Schedule &sched, Diag &diag)
       : cfg_(cfg), index_(index), sched_(sched), diag_(diag),
@@ -303,10 +236,17 @@ class Worker {
     chk_.key_prefix = cfg.key_prefix;
     variant_ = uint64_t(index) * 7919 + 1;
   }
-  ~Worker() {
+  ~Worker() override {
     for (auto &c : conns_)
       if (c.fd >= 0) ::close(c.fd);
     if (epfd_ >= 0) ::close(epfd_);
+  }
+
+  bool add_connection(uint32_t id, const Target &t, std::string *err) override {
+    int fd = open_connection(cfg_, t, err);
+    if (fd < 0) return false;
+    add_conn(fd, id);
+    return true;
   }
 
   void add_conn(int fd, uint32_t id) {
@@ -319,19 +259,7 @@ class Worker {
     conns_.push_back(std::move(c));
   }
 
-  // Keys: load mode writes [seq_next, seq_end]; --op insert counts up with stride `threads`.
-  void set_quota(uint64_t quota) { quota_ = quota; }
-  void set_sequence(uint64_t first, uint64_t stride) {
-    seq_next_ = first;
-    seq_stride_ = stride;
-  }
-
-  const Stats &stats() const { return st_; }
-
-  // Progress counter read by the main thread (relaxed).
-  std::atomic<uint64_t> replies_seen{0};
-
-  void run() {
+  void run() override {
     epfd_ = epoll_create1(EPOLL_CLOEXEC);
     for (auto &c : conns_) {
       epoll_event ev{};
@@ -544,15 +472,11 @@ class Worker {
   std::vector<Conn> conns_;
   int epfd_ = -1;
   uint32_t live_ = 0;
-  uint64_t quota_ = 0;
-  uint64_t issued_counted_ = 0;
-  uint64_t seq_next_ = 1, seq_stride_ = 1;
   uint64_t variant_ = 0;
   uint64_t last_progress_ = 0;
   uint64_t inflight_ = 0;  // requests sent or queued on live connections, not yet answered
   Hs_reply hs_;
   Kv_reply kv_;
-  Stats st_;
 };
 
 double cpu_seconds() {
@@ -606,19 +530,33 @@ int run(const Config &cfg) {
   std::fflush(stdout);
 
   Diag diag(cfg.print_errors);
-  std::vector<std::unique_ptr<Worker>> workers;
+  std::vector<std::unique_ptr<Worker_base>> workers;
   Schedule sched{};
   sched.count_mode = cfg.requests > 0;
-  for (uint32_t t = 0; t < cfg.threads; ++t) workers.emplace_back(new Worker(cfg, t, sched, diag));
+  if (cfg.proto == Proto::sql && !sql_library_init(&err)) {
+    std::fprintf(stderr, "ts-loadgen: %s\n", err.c_str());
+    return 2;
+  }
+  for (uint32_t t = 0; t < cfg.threads; ++t) {
+    if (cfg.proto == Proto::sql) {
+      auto w = make_sql_worker(cfg, t, sched, diag, &err);
+      if (!w) {
+        std::fprintf(stderr, "ts-loadgen: %s\n", err.c_str());
+        return 2;
+      }
+      workers.push_back(std::move(w));
+    } else {
+      workers.emplace_back(new Worker(cfg, t, sched, diag));
+    }
+  }
 
-  // Connect everything first (blocking, with the HS handshake), then start all threads together.
+  // Connect everything first (blocking, with the HS handshake or the SQL log-in and statement
+  // preparation), then start all threads together.
   for (uint32_t i = 0; i < cfg.conns; ++i) {
-    int fd = open_connection(cfg, target, &err);
-    if (fd < 0) {
+    if (!workers[i % cfg.threads]->add_connection(i, target, &err)) {
       std::fprintf(stderr, "ts-loadgen: connection %u: %s\n", i, err.c_str());
       return 2;
     }
-    workers[i % cfg.threads]->add_conn(fd, i);
   }
 
   // Split the request count and the key sequences between threads.
@@ -646,6 +584,27 @@ int run(const Config &cfg) {
       w->run();
       finished.fetch_add(1);
     });
+  // --print-window: "WINDOW start|end <monotonic ns>" on stdout at the edges of the measured
+  // window, so that a caller can sample server-side counters (CPU time, status) around it.
+  std::thread marker;
+  if (cfg.print_window && !sched.count_mode) {
+    marker = std::thread([&sched, &finished, n = cfg.threads] {
+      auto wait_until = [&](uint64_t t) {
+        for (;;) {
+          uint64_t now = now_ns();
+          if (now >= t) return true;
+          if (finished.load() == n || g_stop.load()) return false;
+          sleep_until_ns(std::min<uint64_t>(t, now + 10000000ull));
+        }
+      };
+      if (!wait_until(sched.t_measure)) return;
+      std::printf("WINDOW start %" PRIu64 "\n", now_ns());
+      std::fflush(stdout);
+      if (!wait_until(sched.t_end)) return;
+      std::printf("WINDOW end %" PRIu64 "\n", now_ns());
+      std::fflush(stdout);
+    });
+  }
 
   if (cfg.progress) {
     uint64_t last = 0, tick = sched.t_start + 1000000000ull;
@@ -663,6 +622,7 @@ int run(const Config &cfg) {
     }
   }
   for (auto &th : threads) th.join();
+  if (marker.joinable()) marker.join();
   double cpu = cpu_seconds() - cpu0;
   uint64_t t_done = now_ns();
 

@@ -393,6 +393,49 @@ TEST(Check, HsWrites) {
   EXPECT_EQ(hs_check(Op::insert, Expect::hs_user, "1\t1\t121\n", 7), Outcome::error);
 }
 
+TEST(Encode, SqlStatements) {
+  const char *cols = "user_name,user_email,created";
+  EXPECT_EQ(sql_statement(Op::get, "test", "user", "user_id", cols),
+            "SELECT `user_name`, `user_email`, `created` FROM `test`.`user` WHERE `user_id` = ?");
+  EXPECT_EQ(sql_statement(Op::update, "test", "user", "user_id", cols),
+            "UPDATE `test`.`user` SET `user_name` = ?, `user_email` = ?, `created` = ? WHERE `user_id` = ?");
+  EXPECT_EQ(sql_statement(Op::insert, "test", "user", "user_id", cols),
+            "INSERT INTO `test`.`user` (`user_id`, `user_name`, `user_email`, `created`) VALUES (?, ?, ?, ?)");
+  EXPECT_EQ(sql_statement(Op::get, "d", "t", "k", "v"), "SELECT `v` FROM `d`.`t` WHERE `k` = ?");
+  EXPECT_EQ(sql_quote_ident("a`b"), "`a``b`");
+  EXPECT_EQ(sql_statement(Op::set, "d", "t", "k", "v"), "");
+}
+
+// The SQL engine presents its answers as HandlerSocket replies (see sql.cc).
+TEST(Check, SqlAnswers) {
+  Check_spec s;
+  s.proto = Proto::sql;
+  s.op = Op::get;
+  s.expect = Expect::hs_user;
+  char w[512] = "";
+  Hs_reply r;
+  r.code = 0;
+  r.n = 3;
+  r.ntokens = 3;
+  const std::string name = "user9", email = "user9@example.com", created = "2010-01-01 00:00:00";
+  r.tokens[0] = Field{name.data(), name.size()};
+  r.tokens[1] = Field{email.data(), email.size()};
+  r.tokens[2] = Field{created.data(), created.size()};
+  EXPECT_EQ(check_hs(s, r, 9, w, sizeof w), Outcome::ok);
+  EXPECT_EQ(check_hs(s, r, 10, w, sizeof w), Outcome::mismatch);
+  r.ntokens = 0;  // no row
+  EXPECT_EQ(check_hs(s, r, 9, w, sizeof w), Outcome::mismatch);
+  const std::string msg = "1062 Duplicate entry '9' for key 'PRIMARY'";
+  r.code = 1;
+  r.n = 1;
+  r.ntokens = 1;
+  r.tokens[0] = Field{msg.data(), msg.size()};
+  s.op = Op::insert;
+  EXPECT_EQ(check_hs(s, r, 9, w, sizeof w), Outcome::error);
+  EXPECT_NE(std::string(w).find("SQL error"), std::string::npos) << w;
+  EXPECT_NE(std::string(w).find("Duplicate"), std::string::npos) << w;
+}
+
 Outcome kv_check(Proto p, Op op, Expect e, const std::string &wire, uint64_t k, const std::string &prefix = "") {
   Kv_reply r;
   Parse_result pr = p == Proto::mc_text   ? parse_mc_text_reply(wire.data(), wire.size(), &r)
