@@ -305,7 +305,7 @@ TEST_F(Tls, DataBothWaysWithPartialWritesBufferedInputAndCloseNotify) {
   for (size_t i = 0; i < out.size(); ++i) out[i] = char(i * 131 % 251);
   std::string pending = out, in;
   bool saw_want_write = false, saw_partial = false;
-  std::unique_ptr<char[]> rbuf(new char[65536]);
+  auto rbuf = std::make_unique<char[]>(65536);
   for (int rounds = 0; (!pending.empty() || in.size() < out.size()) && rounds < 100000; ++rounds) {
     if (!pending.empty()) {
       std::string moved = pending;  // a different address every time

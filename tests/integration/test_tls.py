@@ -184,11 +184,11 @@ def tls_srv(request, certs):
 
 @pytest.fixture(scope="module")
 def req_srv(request, certs, tmp_path_factory):
-    """tablesocket_require_tls=ON, a 2 s handshake timeout, one worker, a memcached unix socket."""
+    """tablesocket_require_tls=ON, a 3 s handshake timeout, one worker, a memcached unix socket."""
     mc_unix = tmp_path_factory.mktemp("tlsreq") / "mc.sock"
     srv = h.make_server("tlsreq", [f"--tablesocket-ssl-cert={certs / 'server.pem'}",
                                    f"--tablesocket-ssl-key={certs / 'server.key'}",
-                                   "--tablesocket-require-tls=ON", "--tablesocket-tls-handshake-timeout=2",
+                                   "--tablesocket-require-tls=ON", "--tablesocket-tls-handshake-timeout=3",
                                    "--tablesocket-threads=1", f"--tablesocket-mc-socket={mc_unix}"])
     srv.mc_unix = str(mc_unix)
     with running(request, srv) as s:
@@ -536,7 +536,7 @@ def test_status_counters_count_tls_handshakes(tls_srv, certs):
 
 def test_the_handshake_timeout_variable_is_visible(tls_srv, req_srv):
     assert h.variable(tls_srv, "tablesocket_tls_handshake_timeout") == "10"
-    assert h.variable(req_srv, "tablesocket_tls_handshake_timeout") == "2"
+    assert h.variable(req_srv, "tablesocket_tls_handshake_timeout") == "3"
     assert h.variable(req_srv, "tablesocket_require_tls") == "1"
 
 
@@ -586,7 +586,7 @@ def test_the_memcached_unix_socket_is_exempt_from_require_tls(req_srv):
 
 def test_a_stalled_handshake_blocks_no_one_and_is_closed_after_the_timeout(req_srv, certs):
     """A ClientHello cut in the middle, then silence, on the only worker: other clients are served
-    at once; the stalled connection is closed once tablesocket_tls_handshake_timeout (2 s) passed."""
+    at once; the stalled connection is closed once tablesocket_tls_handshake_timeout (3 s) passed."""
     s = req_srv
     before = h.status(s)
     hello = client_hello()
@@ -597,13 +597,15 @@ def test_a_stalled_handshake_blocks_no_one_and_is_closed_after_the_timeout(req_s
     silent = HSConn(s.hs_port)  # never sends a byte: under require_tls it gets the same time limit
     ctx = client_context(certs)
     worst = 0.0
-    for i in range(10):
+    for i in range(5):
         t = time.monotonic()
         with tls_hs(s.hs_port, ctx) as c:
             assert c.request("P\t1\ttest\ttls_t\tPRIMARY\tk,v\n1\t=\t1\t1\n") == b"0\t1\n0\t2\t1\tone\n"
         worst = max(worst, time.monotonic() - t)
-    assert worst < 1.0, f"a TLS client took {worst:.2f} s while a handshake was stalled"
-    assert time.monotonic() - t0 < 1.9, "the test itself was too slow to check the timeout"
+    print(f"TLS clients served in at most {worst:.2f} s while two handshakes were stalled")
+    assert worst < 1.5, f"a TLS client took {worst:.2f} s while a handshake was stalled"
+    # ... and all of that happened while the stalled handshakes were still waiting.
+    assert not any(h.closed_now(c) for c in stalled), "the stalled connections were closed too early"
     closed_after = []
     for c in stalled:
         assert c.is_closed_by_peer(6), "a stalled handshake was not closed"
@@ -612,8 +614,8 @@ def test_a_stalled_handshake_blocks_no_one_and_is_closed_after_the_timeout(req_s
     assert silent.is_closed_by_peer(6), "a silent connection was not closed under require_tls"
     closed_after.append(time.monotonic() - t0)
     silent.close()
-    print(f"stalled connections closed after {[f'{x:.2f}' for x in closed_after]} s (timeout 2 s)")
-    assert all(1.9 <= x <= 4.5 for x in closed_after), closed_after
+    print(f"stalled connections closed after {[f'{x:.2f}' for x in closed_after]} s (timeout 3 s)")
+    assert all(2.9 <= x <= 5.5 for x in closed_after), closed_after
     after = h.status(s)
     assert after["tablesocket_tls_handshake_failures"] == before["tablesocket_tls_handshake_failures"] + 2
     assert after["tablesocket_timeouts"] == before["tablesocket_timeouts"] + 1
