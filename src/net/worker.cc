@@ -348,7 +348,11 @@ void Worker::flush_output(Connection &c) {
   if (c.out.size() > cfg_.max_output_buffer) {
     counters_.add(counters_.protocol_errors);
     close_connection(c);
+    return;
   }
+  /* A session that stopped at the output high water resumes once its replies drain. */
+  if (!c.pending && !c.in.empty() && c.session && !c.session->parked() && c.out.size() < cfg_.output_high_water)
+    mark_pending(c);
 }
 
 bool Worker::send_plain(Connection &c) {
@@ -538,8 +542,12 @@ void Worker::serve(Store &store) {
         if (c->dead) continue;
         switch (o) {
           case Session_outcome::idle: break;
-          case Session_outcome::parked:
-          case Session_outcome::yielded: mark_pending(*c); break;
+          case Session_outcome::parked: mark_pending(*c); break;
+          case Session_outcome::yielded:
+            /* Over the output high water it waits for EPOLLOUT to drain its replies (flush_output
+               resumes it); retrying at once would spin while the client does not read. */
+            if (c->out.size() < cfg_.output_high_water) mark_pending(*c);
+            break;
           case Session_outcome::close: c->close_after_flush = true; c->in.clear(); break;
         }
       }

@@ -21,6 +21,7 @@ import random
 import selectors
 import socket
 import threading
+import os
 import time
 from pathlib import Path
 
@@ -49,6 +50,12 @@ def _rss_kb(srv) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     return 0
+
+
+def _cpu_seconds(srv) -> float:
+    """mariadbd's CPU time so far (user + system, all threads)."""
+    fields = Path(f"/proc/{srv.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _canary(s, readers: int = 1, writers: int = 1) -> h.Load:
@@ -267,6 +274,13 @@ def test_a_client_that_never_reads_its_replies_does_not_stall_the_others(srv):
         print(f"the hog got {sent} of {len(data)} request bytes in; mariadbd grew {grown // 1024} MB")
     finally:
         load.stop()
+    # While the hog still does not read, its worker waits for the socket to drain instead of
+    # retrying: the server is idle.
+    time.sleep(0.3)
+    cpu0, w0 = _cpu_seconds(srv), time.monotonic()
+    time.sleep(2.0)
+    busy = (_cpu_seconds(srv) - cpu0) / (time.monotonic() - w0)
+    assert busy < 0.25, f"mariadbd used {busy:.0%} of a CPU while a client was not reading its replies"
     # It reads now: every reply to what it sent, in order, and it can finish sending.
     hog.sock.setblocking(True)
     th = _send_in_background(hog.sock, data[sent:])
