@@ -236,14 +236,28 @@ bool parse_account_record(std::string_view json, Account_record *out, std::strin
   return true;
 }
 
-bool native_hash_stage2(std::string_view s, unsigned char out[20]) {
-  if (s.size() != 41 || s[0] != '*') return false;
-  for (int i = 0; i < 20; ++i) {
-    int hi = hexval(s[1 + 2 * i]), lo = hexval(s[2 + 2 * i]);
+bool hex_decode(std::string_view hex, unsigned char *out, size_t n) {
+  if (hex.size() != 2 * n) return false;
+  for (size_t i = 0; i < n; ++i) {
+    int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
     if (hi < 0 || lo < 0) return false;
     out[i] = (unsigned char)(hi << 4 | lo);
   }
   return true;
+}
+
+bool equal_constant_time(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = a.size() > b.size() ? a.size() : b.size();
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? (unsigned char)a[i] : 0, y = i < b.size() ? (unsigned char)b[i] : 0;
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
+
+bool native_hash_stage2(std::string_view s, unsigned char out[20]) {
+  return s.size() == 41 && s[0] == '*' && hex_decode(s.substr(1), out, 20);
 }
 
 bool split_account_name(std::string_view text, std::string *user, std::string *host) {

@@ -31,6 +31,12 @@ struct Account_record {
 /* Parses a Priv value. False (and *error set) when it is not a JSON object of the expected form. */
 bool parse_account_record(std::string_view json, Account_record *out, std::string *error);
 
+/* Exactly 2*n hex digits (either case) → n bytes. False (out undefined) for anything else. */
+bool hex_decode(std::string_view hex, unsigned char *out, size_t n);
+
+/* Equality of two secrets in time that depends only on their lengths, not on where they differ. */
+bool equal_constant_time(std::string_view a, std::string_view b);
+
 /* "*" + 40 hex digits (either case) → the 20-byte SHA1(SHA1(password)). False if not that form. */
 bool native_hash_stage2(std::string_view auth_string, unsigned char out[20]);
 

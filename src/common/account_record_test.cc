@@ -88,6 +88,27 @@ TEST(AccountRecord, NativeHashStage2) {
   EXPECT_FALSE(native_hash_stage2("*14E65567ABDB5135D0CFD9A70B3032C179A49EEZ", h));
 }
 
+TEST(AccountRecord, HexDecode) {
+  unsigned char b[3];
+  ASSERT_TRUE(hex_decode("00aBff", b, 3));
+  EXPECT_EQ(b[0], 0x00);
+  EXPECT_EQ(b[1], 0xAB);
+  EXPECT_EQ(b[2], 0xFF);
+  EXPECT_FALSE(hex_decode("00aBf", b, 3));
+  EXPECT_FALSE(hex_decode("00aBfff", b, 3));
+  EXPECT_FALSE(hex_decode("00aBfg", b, 3));
+  EXPECT_TRUE(hex_decode("", b, 0));
+}
+
+TEST(AccountRecord, EqualConstantTime) {
+  EXPECT_TRUE(equal_constant_time("", ""));
+  EXPECT_TRUE(equal_constant_time("secret", "secret"));
+  EXPECT_FALSE(equal_constant_time("secret", "secreT"));
+  EXPECT_FALSE(equal_constant_time("secret", "secret2"));
+  EXPECT_FALSE(equal_constant_time("", "x"));
+  EXPECT_FALSE(equal_constant_time(std::string_view("a\0", 2), "a"));
+}
+
 TEST(AccountRecord, SplitAccountName) {
   struct Case { const char *text; bool ok; const char *user, *host; } cases[] = {
       {"app@localhost", true, "app", "localhost"},

@@ -465,7 +465,7 @@ void Worker::check_idle(uint64_t now) {
     /* A connection silent since it connected has no session yet; it has not logged in either. */
     const bool awaiting_login =
         c->session ? c->session->awaiting_login()
-                   : c->port->protocol == Protocol::mc || cfg_.anonymous_account.empty();
+                   : c->port->protocol == Protocol::mc ? Mc_session::login_required(cfg_) : Hs_session::login_required(cfg_);
     if (login_limit && awaiting_login && !parked(*c) && now - c->accepted_ms > login_limit) {
       /* Connected, but not logged in within tablesocket_login_timeout. */
       counters_.add(counters_.timeouts);

@@ -108,6 +108,14 @@ void Auth_state::new_challenge(std::string *hex) {
   }
 }
 
+Store_status Auth_state::refuse(std::string_view user, std::string why) {
+  last_error_ = std::move(why);
+  failed(user, last_error_);
+  Store_status st = Store_status::of(Store_errc::access_denied);
+  st.message = last_error_;
+  return st;
+}
+
 Store_status Auth_state::adopt(std::unique_ptr<Principal> p, bool count_connection) {
   if (count_connection) {
     const std::string account = p->account();
@@ -118,9 +126,7 @@ Store_status Auth_state::adopt(std::unique_ptr<Principal> p, bool count_connecti
       if (!account_connections().acquire(account, limit)) {
         last_error_ = "User " + account + " has exceeded the 'max_user_connections' resource (" +
                       std::to_string(limit) + ")";
-        Store_status st = Store_status::of(Store_errc::access_denied);
-        st.message = last_error_;
-        return st;
+        return Store_status::of(Store_errc::access_denied);  // the caller refuses with last_error_
       }
       release_account_slot();
       counted_account_ = account;
@@ -137,38 +143,19 @@ Store_status Auth_state::login(Login_method method, std::string_view user, std::
   rq.user = user;
   rq.secret = secret;
   if (method == Login_method::native) {
-    if (!has_nonce_) {
-      last_error_ = "no challenge: request one with 'A 2' first";
-      failed(user, last_error_);
-      Store_status st = Store_status::of(Store_errc::access_denied);
-      st.message = last_error_;
-      return st;
-    }
+    if (!has_nonce_) return refuse(user, "no challenge: request one with 'A 2' first");
     rq.nonce = nonce_;
   }
-  if (method == Login_method::cleartext && !cleartext_allowed()) {
-    last_error_ = "cleartext passwords are refused on an unencrypted connection: use TLS, the challenge login, "
-                  "or set tablesocket_allow_cleartext_passwords";
-    failed(user, last_error_);
-    Store_status st = Store_status::of(Store_errc::access_denied);
-    st.message = last_error_;
-    return st;
-  }
+  if (method == Login_method::cleartext && !cleartext_allowed())
+    return refuse(user, "cleartext passwords are refused on an unencrypted connection: use TLS, the challenge "
+                        "login, or set tablesocket_allow_cleartext_passwords");
   std::unique_ptr<Principal> p;
   Store_status st = store_.login(peer_, rq, &p);
   if (st.errc == Store_errc::table_busy || st.errc == Store_errc::row_locked) return st;  // retried; nonce kept
   has_nonce_ = false;  // one challenge, one attempt
-  if (!st.ok()) {
-    last_error_.assign(st.message);
-    failed(user, last_error_);
-    st.message = last_error_;
-    return st;
-  }
+  if (!st.ok()) return refuse(user, std::string(st.message));
   st = adopt(std::move(p), true);
-  if (!st.ok()) {
-    failed(user, last_error_);
-    return st;
-  }
+  if (!st.ok()) return refuse(user, last_error_);
   tried_default_ = true;
   counters_.add(counters_.auth_successes);
   return {};

@@ -45,6 +45,11 @@ class Auth_state {
   void secret_failed();
 
   bool has_account() const { return principal_ != nullptr; }
+  /* Whether a connection that has not logged in may do nothing until it does: require_auth is on
+     and no anonymous account applies (allow_anonymous_account: whether the protocol uses one). */
+  static bool login_required(const Config &cfg, bool allow_anonymous_account) {
+    return cfg.require_auth && !(allow_anonymous_account && !cfg.anonymous_account.empty());
+  }
   /* After a login changed the account: the caller has dropped every Open_index made for the old
      one, so the old account's context can go. */
   void forget_previous_account() { previous_.reset(); }
@@ -52,6 +57,8 @@ class Auth_state {
 
  private:
   Store_status adopt(std::unique_ptr<Principal> p, bool count_connection);
+  /* A failed login: counted, logged (rate limited), answered with why. */
+  Store_status refuse(std::string_view user, std::string why);
   void release_account_slot();
   void failed(std::string_view user, std::string_view why);
 

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "common/account_record.h"
+
 namespace tablesocket {
 namespace {
 
@@ -21,7 +23,6 @@ class Hs_row_sink final : public Row_sink {
   size_t mark_ = 0;
 };
 
-/* Constant-time comparison for the shared secret. */
 /* Keeps the first column of each row: the IN list taken from another index. */
 class First_column_sink final : public Row_sink {
  public:
@@ -44,16 +45,6 @@ class First_column_sink final : public Row_sink {
   size_t max_bytes_;
   size_t ncols_ = 1, col_ = 0;
 };
-
-bool secret_equal(std::string_view a, std::string_view b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  size_t n = a.size() > b.size() ? a.size() : b.size();
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char x = i < a.size() ? a[i] : 0, y = i < b.size() ? b[i] : 0;
-    diff |= x ^ y;
-  }
-  return diff == 0;
-}
 
 }  // namespace
 
@@ -188,7 +179,7 @@ Hs_session::Exec Hs_session::exec_auth(const hs::Auth_request &r, Byte_buffer &o
   if (r.type == "1") {
     /* HandlerSocket's shared secret for this port. */
     std::string_view key = r.nargs ? r.args[0].view() : std::string_view();
-    authorized_ = secret_equal(key, policy_.plain_secret);
+    authorized_ = equal_constant_time(key, policy_.plain_secret);
     if (!authorized_) {
       auth_.secret_failed();
       reply_client_error(out, 3, "unauth");
@@ -218,14 +209,7 @@ Hs_session::Exec Hs_session::exec_auth(const hs::Auth_request &r, Byte_buffer &o
     method = Login_method::native;
     if (!secret.empty()) {
       /* The token as 40 hex digits ("" for an account without a password). */
-      bool ok = secret.size() == 40;
-      for (size_t i = 0; ok && i < 20; ++i) {
-        auto hv = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; };
-        int hi = hv(secret[2 * i]), lo = hv(secret[2 * i + 1]);
-        ok = hi >= 0 && lo >= 0;
-        token[i] = (unsigned char)(hi << 4 | lo);
-      }
-      if (!ok) {
+      if (!hex_decode(secret, token, sizeof token)) {
         reply_denied(out, "malformed token: expected 40 hex digits");
         return Exec::done;
       }

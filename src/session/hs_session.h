@@ -37,9 +37,9 @@ class Hs_session final : public Session {
   /* Executes up to max_requests complete requests from in (consuming them), writing to out. */
   Outcome run(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) override;
   bool parked() const override { return parked_; }
-  bool awaiting_login() const override {
-    return cfg_.require_auth && cfg_.anonymous_account.empty() && !auth_.has_account();
-  }
+  bool awaiting_login() const override { return !auth_.has_account() && login_required(cfg_); }
+  /* HandlerSocket connections use tablesocket_anonymous_account whenever it is set. */
+  static bool login_required(const Config &cfg) { return Auth_state::login_required(cfg, true); }
 
  private:
   enum class Exec : uint8_t { done, park };

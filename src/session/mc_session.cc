@@ -232,6 +232,7 @@ Mc_session::Exec Mc_session::server_error(const Store_status &st, Byte_buffer &o
       may_wait_longer(cfg_.lock_wait_timeout_ms))
     return Exec::park;
   counters_.add(counters_.errors);
+  if (st.errc == Store_errc::access_denied) counters_.add(counters_.access_denied);
   if (noreply) return Exec::done;
   std::string msg;
   switch (st.errc) {
@@ -248,18 +249,17 @@ Mc_session::Exec Mc_session::server_error(const Store_status &st, Byte_buffer &o
       msg = st.message.empty() ? std::string("value rejected") : std::string(st.message);
       break;
     case Store_errc::access_denied:
-      /* The client's account lacks a privilege: the client's problem, as memcached words it. */
-      counters_.add(counters_.access_denied);
       msg = st.message.empty() ? std::string("access denied") : std::string(st.message);
-      for (char &c : msg)
-        if (c == '\r' || c == '\n') c = ' ';
-      mc::encode_client_error(out, msg);
-      return Exec::done;
+      break;
     default: msg = "request failed"; break;
   }
   for (char &c : msg)
     if (c == '\r' || c == '\n') c = ' ';
-  mc::encode_server_error(out, msg);
+  /* A missing privilege is the client's problem, as memcached words it; the rest is the server's. */
+  if (st.errc == Store_errc::access_denied)
+    mc::encode_client_error(out, msg);
+  else
+    mc::encode_server_error(out, msg);
   return Exec::done;
 }
 
@@ -344,11 +344,9 @@ Mc_session::Exec Mc_session::exec_ascii_auth(const Mc_request &rq, Byte_buffer &
 
 Mc_session::Exec Mc_session::execute(const Mc_request &rq, Byte_buffer &out) {
   if (rq.command != Mc_command::quit) {
-    /* Who this request runs as. With tablesocket_require_auth, memcached clients log in the way
-       memcached's -Y mode has them (or with a TLS client certificate); the anonymous account
-       applies to them only while require_auth is off. */
+    /* Who this request runs as (a login, a TLS client certificate, or the anonymous account). */
     Auth_state::Identity id;
-    Store_status st = auth_.identity(&id, &principal_, !cfg_.require_auth);
+    Store_status st = auth_.identity(&id, &principal_, uses_anonymous_account(cfg_));
     if (!st.ok()) return server_error(st, out, false);
     if (id == Auth_state::Identity::unauthenticated) {
       if (cfg_.require_auth && rq.command == Mc_command::set) return exec_ascii_auth(rq, out);

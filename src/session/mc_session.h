@@ -25,7 +25,13 @@ class Mc_session final : public Session {
       : Session(peer), store_(store), cfg_(cfg), counters_(counters), auth_(store, cfg, peer, counters) {}
   Session_outcome run(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) override;
   bool parked() const override { return parked_; }
-  bool awaiting_login() const override { return cfg_.require_auth && !auth_.has_account(); }
+  bool awaiting_login() const override { return !auth_.has_account() && login_required(cfg_); }
+  /* With require_auth, memcached clients log in as memcached's -Y mode has them; the anonymous
+     account applies to them only while require_auth is off. */
+  static bool uses_anonymous_account(const Config &cfg) { return !cfg.require_auth; }
+  static bool login_required(const Config &cfg) {
+    return Auth_state::login_required(cfg, uses_anonymous_account(cfg));
+  }
 
  private:
   enum class Exec : uint8_t { done, park, close };

@@ -92,8 +92,11 @@ class Mariadb_store final : public Store {
   Store_status prepare_request(Open_index &idx, enum_sql_command command, uint8_t privileges, TABLE **table);
   /* ---- accounts and privileges (mariadb_store_auth.cc) ---- */
   Store_status deny(std::string message);
+  Store_status denied_by_last_error();  // access_denied with last_error_ as its message
   /* (Re)builds p's security context from the ACL: false when no account matches any more. */
   bool rebuild_context(Mariadb_principal &p);
+  /* Activates p's default role (p.role) in its context, as a SQL login does. */
+  void apply_role(Mariadb_principal &p);
   Store_status read_account(const char *host, const char *user, std::string *json, bool *found);
   /* True when p holds want_bits on s's table (and, unless any_combination, on every column);
      with report, the server's denial message goes to last_error_. */

@@ -39,12 +39,6 @@ class First_value_sink final : public Row_sink {
   std::string &out_;
 };
 
-bool equal_const_time(const unsigned char *a, const unsigned char *b, size_t n) {
-  unsigned char d = 0;
-  for (size_t i = 0; i < n; ++i) d |= a[i] ^ b[i];
-  return d == 0;
-}
-
 /* SHA1(SHA1(password)): what mysql_native_password stores. */
 void native_stage2_of(std::string_view password, unsigned char out[20]) {
   unsigned char stage1[MY_SHA1_HASH_SIZE];
@@ -73,7 +67,8 @@ bool native_credentials_match(const Account_record &rec, const Login_request &re
     } else {
       unsigned char got[20];
       native_stage2_of(req.secret, got);
-      ok |= equal_const_time(got, stage2, 20);
+      ok |= equal_constant_time(std::string_view(reinterpret_cast<const char *>(got), sizeof got),
+                                std::string_view(reinterpret_cast<const char *>(stage2), sizeof stage2));
     }
   }
   return ok;
@@ -92,26 +87,32 @@ std::string denied_message(std::string_view user, const char *host_or_ip, bool u
 
 Store_status Mariadb_store::deny(std::string message) {
   last_error_ = std::move(message);
+  return denied_by_last_error();
+}
+
+Store_status Mariadb_store::denied_by_last_error() {
   Store_status st = Store_status::of(Store_errc::access_denied);
   st.message = last_error_;
   return st;
 }
 
 bool Mariadb_store::rebuild_context(Mariadb_principal &p) {
-  Security_context &sc = p.sctx;
-  if (acl_getroot(&sc, p.login_user.c_str(), p.conn_host.c_str(), p.conn_ip.empty() ? nullptr : p.conn_ip.c_str(),
-                  nullptr))
+  /* acl_getroot points the context's user/host/ip at our strings (we own them). */
+  if (acl_getroot(&p.sctx, p.login_user.c_str(), p.conn_host.c_str(),
+                  p.conn_ip.empty() ? nullptr : p.conn_ip.c_str(), nullptr))
     return false;
-  /* acl_getroot points user/host/ip at our strings; keep it that way (we own them). */
-  if (!p.role.empty()) {
-    Security_context *saved = thd_->security_ctx;
-    thd_->security_ctx = &sc;
-    privilege_t access(NO_ACL);
-    if (acl_check_setrole(thd_, p.role.c_str(), &access) == 0) acl_setrole(thd_, p.role.c_str(), access);
-    thd_->security_ctx = saved;
-    clear_diagnostics();
-  }
+  apply_role(p);
   return true;
+}
+
+void Mariadb_store::apply_role(Mariadb_principal &p) {
+  if (p.role.empty()) return;
+  Security_context *saved = thd_->security_ctx;
+  thd_->security_ctx = &p.sctx;
+  privilege_t access(NO_ACL);
+  if (acl_check_setrole(thd_, p.role.c_str(), &access) == 0) acl_setrole(thd_, p.role.c_str(), access);
+  thd_->security_ctx = saved;
+  clear_diagnostics();
 }
 
 Store_status Mariadb_store::read_account(const char *host, const char *user, std::string *json, bool *found) {
@@ -174,8 +175,8 @@ Store_status Mariadb_store::login(const Peer &peer, const Login_request &req, st
     }
     if (p->conn_host.empty()) p->conn_host = p->conn_ip;
   }
-  const char *shown_host = p->conn_ip.empty() ? p->conn_host.c_str() : (opt_skip_name_resolve ? p->conn_ip.c_str() : p->conn_host.c_str());
-  const std::string denied = denied_message(p->login_user, shown_host, using_password);
+  /* As the server names the client in its messages (host_or_ip). */
+  const std::string denied = denied_message(p->login_user, p->conn_host.c_str(), using_password);
 
   if (!rebuild_context(*p)) return deny(denied);
   const char *priv_host = p->sctx.priv_host[0] ? p->sctx.priv_host : "%";
@@ -239,7 +240,7 @@ Store_status Mariadb_store::login(const Peer &peer, const Login_request &req, st
   }
 
   p->role = rec.default_role;
-  if (!p->role.empty() && !rebuild_context(*p)) return deny(denied);
+  apply_role(*p);
   p->set_account(p->sctx.priv_user, priv_host);
   p->max_user_connections = rec.max_user_connections > 0 ? rec.max_user_connections : 0;
   p->refreshed_ms = monotonic_ms();
@@ -280,9 +281,7 @@ Store_status Mariadb_store::check_table_visible(Mariadb_principal &p, const Tabl
   for (privilege_t k : kinds)
     if (table_privilege(p, s, uint64_t(k), {}, true, false)) return {};
   table_privilege(p, s, uint64_t(SELECT_ACL), {}, false, true);
-  Store_status st = Store_status::of(Store_errc::access_denied);
-  st.message = last_error_;
-  return st;
+  return denied_by_last_error();
 }
 
 Store_status Mariadb_store::authorize(Open_index &idx, uint8_t want) {
@@ -303,44 +302,29 @@ Store_status Mariadb_store::authorize(Open_index &idx, uint8_t want) {
   /* The statement's own privilege first (as SQL reports it), then reading. */
   for (uint8_t bit : {kPrivInsert, kPrivUpdate, kPrivDelete, kPrivRead, kPrivWhere}) {
     if (!(want & bit) || (idx.granted_ & bit)) continue;
-    std::vector<const char *> cols;
-    uint64_t acl = 0;
-    switch (bit) {
-      case kPrivRead:
-        acl = SELECT_ACL;
-        for (uint16_t f : idx.columns_) cols.push_back(t->field[f]->field_name.str);
-        break;
-      case kPrivWhere: {
-        acl = SELECT_ACL;
-        const KEY &k = t->key_info[idx.index_no_];
-        for (uint i = 0; i < k.user_defined_key_parts; ++i) cols.push_back(k.key_part[i].field->field_name.str);
-        for (uint16_t f : idx.filter_columns_) cols.push_back(t->field[f]->field_name.str);
-        break;
-      }
-      case kPrivInsert:
-        acl = INSERT_ACL;
-        for (uint16_t f : idx.columns_) cols.push_back(t->field[f]->field_name.str);
-        break;
-      case kPrivUpdate:
-        acl = UPDATE_ACL;
-        for (uint16_t f : idx.columns_) cols.push_back(t->field[f]->field_name.str);
-        break;
-      case kPrivDelete:
-        acl = DELETE_ACL;
-        break;
-    }
+    const unsigned slot = unsigned(__builtin_ctz(bit));
     if (idx.denied_ & bit) {
-      /* Denied earlier in this interval: the same answer, with a fresh message. */
-      table_privilege(p, s, acl, cols, false, true);
-      Store_status st = Store_status::of(Store_errc::access_denied);
-      st.message = last_error_;
-      return st;
+      /* Denied earlier in this interval: the same answer, without taking the ACL locks again. */
+      last_error_ = idx.denied_messages_[slot];
+      return denied_by_last_error();
+    }
+    const uint64_t acl = bit == kPrivInsert ? INSERT_ACL
+                         : bit == kPrivUpdate ? UPDATE_ACL
+                         : bit == kPrivDelete ? DELETE_ACL
+                                              : SELECT_ACL;
+    std::vector<const char *> cols;
+    if (bit == kPrivWhere) {
+      const KEY &k = t->key_info[idx.index_no_];
+      for (uint i = 0; i < k.user_defined_key_parts; ++i) cols.push_back(k.key_part[i].field->field_name.str);
+      for (uint16_t f : idx.filter_columns_) cols.push_back(t->field[f]->field_name.str);
+    } else if (bit != kPrivDelete) {
+      for (uint16_t f : idx.columns_) cols.push_back(t->field[f]->field_name.str);  // what it reads or writes
     }
     if (!table_privilege(p, s, acl, cols, false, true)) {
       idx.denied_ |= bit;
-      Store_status st = Store_status::of(Store_errc::access_denied);
-      st.message = last_error_;
-      return st;
+      idx.denied_messages_.resize(5);
+      idx.denied_messages_[slot] = last_error_;
+      return denied_by_last_error();
     }
     idx.granted_ |= bit;
   }
@@ -356,9 +340,7 @@ Store_status Mariadb_store::authorize_open(Open_index &idx) {
   for (uint8_t bit : {kPrivInsert, kPrivUpdate, kPrivDelete})
     if (authorize(idx, bit).ok()) return {};
   last_error_ = first;
-  st = Store_status::of(Store_errc::access_denied);
-  st.message = last_error_;
-  return st;
+  return denied_by_last_error();
 }
 
 uint8_t Mariadb_store::privileges_for(enum_sql_command command, const Modify_request *mod, const Kv_request *kv,

@@ -124,6 +124,7 @@ class Open_index {
   /* Privileges (see Mariadb_store::authorize): the principal, what it was found to have, and when. */
   Principal *principal_ = nullptr;
   uint8_t granted_ = 0, denied_ = 0;
+  std::vector<std::string> denied_messages_;  // by privilege bit, once something was denied
   uint64_t privileges_checked_ms_ = 0;
 };
 
@@ -253,6 +254,7 @@ inline Open_index &Open_index::operator=(Open_index &&o) noexcept {
     column_names_ = std::move(o.column_names_); filter_names_ = std::move(o.filter_names_);
     columns_ = std::move(o.columns_); filter_columns_ = std::move(o.filter_columns_);
     principal_ = o.principal_; granted_ = o.granted_; denied_ = o.denied_;
+    denied_messages_ = std::move(o.denied_messages_);
     privileges_checked_ms_ = o.privileges_checked_ms_;
     o.store_ = nullptr;
   }
