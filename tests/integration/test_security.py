@@ -176,6 +176,24 @@ class TestLogin:
         create_user(srv, "expired", extra="PASSWORD EXPIRE")
         assert login(c, "expired", "pw").startswith(b"3\t1\tYour password has expired")
 
+    def test_password_lifetime(self, srv, conns):
+        # An account whose password is older than its PASSWORD EXPIRE INTERVAL, and one older than
+        # the server's default_password_lifetime: both refused, as SQL logins are.
+        create_user(srv, "aged", extra="PASSWORD EXPIRE INTERVAL 1 DAY")
+        create_user(srv, "aged_default")
+        for user, lifetime in (("aged", 1), ("aged_default", -1)):
+            srv.exec_sql("UPDATE mysql.global_priv SET Priv = JSON_SET(Priv, '$.password_last_changed', 1000000, "
+                         f"'$.password_lifetime', {lifetime}) WHERE User = '{user}'")
+        srv.exec_sql("FLUSH PRIVILEGES")
+        c = conns(srv)
+        assert login(c, "aged", "pw").startswith(b"3\t1\tYour password has expired")
+        assert login(c, "aged_default", "pw") == b"0\t1\n"  # default_password_lifetime is 0: never
+        srv.exec_sql("SET GLOBAL default_password_lifetime = 1")
+        try:
+            assert login(c, "aged_default", "pw").startswith(b"3\t1\tYour password has expired")
+        finally:
+            srv.exec_sql("SET GLOBAL default_password_lifetime = 0")
+
     def test_other_auth_plugins_are_named(self, srv, conns):
         srv.exec_sql("DROP USER IF EXISTS 'sockuser'@'127.0.0.1'")
         srv.exec_sql("CREATE USER 'sockuser'@'127.0.0.1' IDENTIFIED VIA unix_socket")
@@ -196,6 +214,21 @@ class TestLogin:
         assert c.request("1\t=\t1\t1\n") == b"2\t1\tstmtnum\n"
         assert c.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n").startswith(b"3\t1\tSELECT command denied")
         assert c.request("P\t2\ttest\tother\tPRIMARY\tid,v\n") == b"0\t1\n"
+
+    def test_hosts_resolved_as_the_server_resolves_them(self, conns):
+        # Without skip-name-resolve a TCP client on 127.0.0.1 is 'localhost', as for SQL.
+        s = start("resolve", "--tablesocket-require-auth=ON", "--skip-name-resolve=OFF")
+        try:
+            assert s.sql("SELECT @@skip_name_resolve") == [("0",)]
+            create_user(s, "named", host="localhost")
+            s.exec_sql("GRANT SELECT ON test.acct TO 'named'@'localhost'")
+            c = conns(s)
+            assert login(c, "named", "pw") == b"0\t1\n"
+            assert c.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"0\t1\n"
+            assert login(c, "named", "bad") == \
+                b"3\t1\tAccess denied for user 'named'@'localhost' (using password: YES)\n"
+        finally:
+            s.stop()
 
     def test_legacy_secret_alone_is_not_an_account(self, conns):
         s = start("secret", "--tablesocket-require-auth=ON", "--tablesocket-plain-secret=sekrit")
@@ -705,6 +738,18 @@ class TestTLSAccounts:
         try:
             r = t.request("A\t4\tsubjuser\t\n")
             assert r.endswith(b"the client certificate or cipher does not match the account's REQUIRE\n"), r
+        finally:
+            t.close()
+
+    def test_require_cipher(self, tsrv):
+        tsrv.exec_sql("CREATE USER IF NOT EXISTS 'cipheruser'@'127.0.0.1' REQUIRE CIPHER 'NO-SUCH-CIPHER'")
+        t = TLSConn(tsrv.hs_port, tsrv.certs, client="certuser")
+        try:
+            assert t.request("A\t4\tcipheruser\t\n").endswith(
+                b"the client certificate or cipher does not match the account's REQUIRE\n")
+            cipher = t.sock.cipher()[0]
+            tsrv.exec_sql(f"ALTER USER 'cipheruser'@'127.0.0.1' REQUIRE CIPHER '{cipher}'")
+            assert t.request("A\t4\tcipheruser\t\n") == b"0\t1\n"
         finally:
             t.close()
 
