@@ -178,6 +178,19 @@ def machine_description() -> dict:
     }
 
 
+def parse_cpu_list(text: str) -> set[int]:
+    """taskset's CPU list ("0", "0,2", "0-3") as a set of CPU numbers."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            cpus.update(range(int(lo), int(hi) + 1))
+        elif part:
+            cpus.add(int(part))
+    return cpus
+
+
 # ---- servers ------------------------------------------------------------------------------------
 
 
@@ -746,7 +759,8 @@ def render_markdown(meta: dict, agg: list[dict], failures: list[str]) -> str:
            if a["pin"] else "not pinned")
     L.append(f"**Placement:** {pin}; load average {meta['loadavg_start']} at the start, "
              f"{meta.get('loadavg_end', '?')} at the end.  ")
-    L.append(f"**Servers:** one mariadbd with tablesocket (`tablesocket_threads` default 2) and Debian's "
+    L.append(f"**Servers:** one mariadbd with tablesocket ({meta.get('ts_threads', '?')} workers: "
+             f"`tablesocket_threads` default, one per server CPU) and Debian's "
              f"handlersocket.so ({a['hs_threads']} read threads, 1 write thread), InnoDB buffer pool "
              f"{a['buffer_pool']}, `innodb_flush_log_at_trx_commit=1`; memcached -t {a['memcached_threads']}; "
              f"redis-server without persistence. Total run time {meta.get('elapsed_s', 0) / 60:.1f} min.")
@@ -1054,7 +1068,9 @@ def main(argv=None) -> int:
     ap.add_argument("--server-cpus", default="0", help="taskset CPU list of the servers (default 0)")
     ap.add_argument("--client-cpus", default="1", help="taskset CPU list of the load generators (default 1)")
     ap.add_argument("--no-pin", action="store_true", help="do not pin servers and clients")
-    ap.add_argument("--hs-threads", type=int, default=2, help="handlersocket_threads (default 2, as tablesocket's workers)")
+    ap.add_argument("--hs-threads", type=int, default=None,
+                    help="handlersocket_threads (default: as many as tablesocket's default workers, one per "
+                         "server CPU: 1 when the servers are pinned to one CPU)")
     ap.add_argument("--memcached-threads", type=int, default=4, help="memcached -t (default 4, memcached's default)")
     ap.add_argument("--buffer-pool", default=None, help="innodb_buffer_pool_size (default 2G, 256M with --smoke)")
     ap.add_argument("--mysqld-arg", action="append", default=[], metavar="ARG", help="extra mariadbd option")
@@ -1091,6 +1107,8 @@ def main(argv=None) -> int:
     a.pin = not a.no_pin and (os.cpu_count() or 1) >= 2 and shutil.which("taskset") is not None
     if not a.no_pin and not a.pin:
         log("not pinning: fewer than 2 CPUs or no taskset")
+    if a.hs_threads is None:  # the rule tablesocket_threads=0 applies: one per CPU the server may use
+        a.hs_threads = len(parse_cpu_list(a.server_cpus)) if a.pin else (os.cpu_count() or 1)
 
     started = dt.datetime.now(dt.timezone.utc)
     stamp = started.strftime("%Y-%m-%dT%H%M%SZ")
@@ -1106,7 +1124,7 @@ def main(argv=None) -> int:
     t_start = time.monotonic()
     if a.pin:
         try:
-            os.sched_setaffinity(0, {int(c) for c in a.client_cpus.split(",")})
+            os.sched_setaffinity(0, parse_cpu_list(a.client_cpus))
         except (OSError, ValueError):
             pass
 
@@ -1148,6 +1166,7 @@ def main(argv=None) -> int:
                 raise BenchError(msg)
         bench.start_servers()
         meta["mariadb_version"] = "MariaDB " + bench.db.sql("SELECT VERSION()", db=None)[0][0]
+        meta["ts_threads"] = int(bench.db.sql("SELECT @@tablesocket_threads", db=None)[0][0])
         bench.load()
         bench.check("load the data", None)
         if not a.skip_reads:

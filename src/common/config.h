@@ -3,6 +3,8 @@
 #ifndef TABLESOCKET_COMMON_CONFIG_H
 #define TABLESOCKET_COMMON_CONFIG_H
 
+#include <sched.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -18,7 +20,7 @@ struct Config {
   std::string mc_config_schema = "innodb_memcache";  // where the containers table lives
   unsigned mc_max_range_rows = 1000;  // rows one range get (get @>k) returns at most
   size_t mc_max_value_size = 1 << 20; // largest memcached item value
-  unsigned threads = 2;         // epoll worker threads
+  unsigned threads = 2;         // epoll worker threads (the system variable's 0 becomes default_worker_threads())
   unsigned backlog = 1024;
   unsigned max_connections = 10000;
   unsigned idle_timeout_s = 600;        // 0 = never
@@ -48,6 +50,18 @@ struct Config {
   bool require_tls = false;          // refuse TCP connections that do not start a TLS handshake
   unsigned tls_handshake_timeout_s = 10;  // a TLS handshake not completed this long after connect is closed
 };
+
+/* The default number of worker threads: one per CPU this process may run on (its affinity mask:
+   taskset, a cgroup cpuset, numactl), at least 1 and at most 64. One worker per CPU keeps every
+   connection's requests on a thread that is actually running; more workers than CPUs only add
+   context switches and delay (a ready worker waits for a time slice). */
+inline unsigned default_worker_threads() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 2;
+  if (n < 1) n = 1;
+  return unsigned(n > 64 ? 64 : n);
+}
 
 }  // namespace tablesocket
 #endif

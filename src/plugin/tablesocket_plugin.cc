@@ -66,8 +66,11 @@ MYSQL_SYSVAR_UINT(mc_max_value_size, sv_mc_max_value_size, PLUGIN_VAR_READONLY,
                   "with SERVER_ERROR object too large for cache before its data is buffered.",
                   nullptr, nullptr, unsigned(kDefaults.mc_max_value_size), 1024, 1U << 30, 0);
 MYSQL_SYSVAR_UINT(threads, sv_threads, PLUGIN_VAR_READONLY,
-                  "Number of epoll worker threads; each owns its connections, a THD and its open tables.",
-                  nullptr, nullptr, kDefaults.threads, 1, 256, 0);
+                  "Number of epoll worker threads; each owns its connections, a THD and its open tables. "
+                  "0 (the default): one per CPU the server may run on (its CPU affinity mask, so a "
+                  "server pinned with taskset or a cgroup cpuset gets as many workers as CPUs), at "
+                  "most 64; the variable then shows the number chosen.",
+                  nullptr, nullptr, 0, 0, 256, 0);
 MYSQL_SYSVAR_UINT(backlog, sv_backlog, PLUGIN_VAR_READONLY,
                   "listen() backlog of each listener.", nullptr, nullptr, kDefaults.backlog, 1, 65535, 0);
 MYSQL_SYSVAR_UINT(max_connections, sv_max_connections, PLUGIN_VAR_READONLY,
@@ -256,6 +259,7 @@ Config config_from_sysvars() {
   c.mc_config_schema = sv_mc_config_schema && *sv_mc_config_schema ? sv_mc_config_schema : "innodb_memcache";
   c.mc_max_range_rows = sv_mc_max_range_rows;
   c.mc_max_value_size = sv_mc_max_value_size;
+  if (sv_threads == 0) sv_threads = tablesocket::default_worker_threads();
   c.threads = sv_threads;
   c.backlog = sv_backlog;
   c.max_connections = sv_max_connections;

@@ -1,11 +1,14 @@
 /* A Row_sink that keeps every value a store call produces, for protocols (and configuration
-   readers) that need rows back as data rather than encoded on the wire. */
+   readers) that need rows back as data rather than encoded on the wire. The values live in one
+   flat byte buffer with a (offset, length, null) entry per cell, so a sink reused across requests
+   (clear() keeps both buffers' capacity) captures rows without allocating. */
 #ifndef TABLESOCKET_SESSION_CAPTURED_ROWS_H
 #define TABLESOCKET_SESSION_CAPTURED_ROWS_H
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "store/store.h"
@@ -18,29 +21,35 @@ class Captured_rows final : public Row_sink {
   explicit Captured_rows(size_t max_rows = SIZE_MAX) : max_rows_(max_rows) {}
   void begin(size_t ncols) override { ncols_ = ncols ? ncols : 1; }
   void value(const char *p, size_t n) override {
-    cells.emplace_back(p, n);
-    nulls.push_back(false);
+    cells_.push_back(Cell{bytes_.size(), n, false});
+    bytes_.append(p, n);
   }
-  void null() override {
-    cells.emplace_back();
-    nulls.push_back(true);
-  }
+  void null() override { cells_.push_back(Cell{bytes_.size(), 0, true}); }
   void end() override {}
-  void cancel() override {
-    cells.clear();
-    nulls.clear();
-  }
+  void cancel() override { clear(); }
   bool would_overflow() const override { return nrows() > max_rows_; }
 
+  /* Forgets the rows, keeps the memory. */
+  void clear() {
+    cells_.clear();
+    bytes_.clear();
+  }
   size_t ncols() const { return ncols_; }
-  size_t nrows() const { return cells.size() / ncols_; }
-  const std::string &cell(size_t row, size_t col) const { return cells[row * ncols_ + col]; }
-  bool is_null(size_t row, size_t col) const { return nulls[row * ncols_ + col]; }
-
-  std::vector<std::string> cells;  // row-major, ncols() per row; NULL is an empty string...
-  std::vector<bool> nulls;         // ...with its flag set here
+  size_t nrows() const { return cells_.size() / ncols_; }
+  size_t ncells() const { return cells_.size(); }
+  /* Cell i in row-major order (ncols() per row); NULL reads as empty, with is_null() set. */
+  std::string_view cell(size_t i) const { return {bytes_.data() + cells_[i].offset, cells_[i].size}; }
+  bool is_null(size_t i) const { return cells_[i].null; }
+  std::string_view cell(size_t row, size_t col) const { return cell(row * ncols_ + col); }
+  bool is_null(size_t row, size_t col) const { return is_null(row * ncols_ + col); }
 
  private:
+  struct Cell {
+    size_t offset, size;
+    bool null;
+  };
+  std::vector<Cell> cells_;
+  std::string bytes_;
   size_t max_rows_;
   size_t ncols_ = 1;
 };

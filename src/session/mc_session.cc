@@ -22,7 +22,7 @@ constexpr int32_t kRelativeExptimeMax = 60 * 60 * 24 * 30;  // memcached: larger
 /* CAS values: unique across workers and increasing across restarts (seeded by the clock). */
 std::atomic<uint64_t> g_cas{0};
 
-uint64_t to_u64(const std::string &s) {
+uint64_t to_u64(std::string_view s) {
   uint64_t v = 0;
   for (char c : s) {
     if (c < '0' || c > '9') break;
@@ -31,9 +31,15 @@ uint64_t to_u64(const std::string &s) {
   return v;
 }
 
-int64_t to_i64(const std::string &s) {
+int64_t to_i64(std::string_view s) {
   if (!s.empty() && s[0] == '-') return -int64_t(to_u64(s.substr(1)));
   return int64_t(to_u64(s));
+}
+
+bool wants_meta_flag(const Mc_request &rq, char flag) {
+  for (uint32_t i = 0; i < rq.nmeta_flags; ++i)
+    if (rq.meta_flags[i].flag == flag) return true;
+  return false;
 }
 
 }  // namespace
@@ -112,32 +118,61 @@ Mc_session::Open_container *Mc_session::resolve(std::string_view key, std::strin
 }
 
 void Mc_session::decode_items(const Kv_layout &l, const Captured_rows &rows, std::vector<Item> &items) {
-  const std::vector<std::string> &cells = rows.cells;
-  const std::vector<bool> &nulls = rows.nulls;
   const size_t nc = 1 + l.nvalues + (l.flags >= 0) + (l.cas >= 0) + (l.expiry >= 0);
-  const int64_t now = int64_t(time(nullptr));
-  for (size_t r = 0; r + nc <= cells.size(); r += nc) {
-    Item it;
-    if (l.expiry >= 0 && !nulls[r + size_t(l.expiry)]) {
-      it.expiry = to_i64(cells[r + size_t(l.expiry)]);
-      if (it.expiry > 0 && it.expiry <= now) continue;  // expired: a miss
+  const int64_t now = l.expiry >= 0 ? int64_t(time(nullptr)) : 0;
+  for (size_t r = 0; r + nc <= rows.ncells(); r += nc) {
+    int64_t expiry = 0;
+    if (l.expiry >= 0 && !rows.is_null(r + size_t(l.expiry))) {
+      expiry = to_i64(rows.cell(r + size_t(l.expiry)));
+      if (expiry > 0 && expiry <= now) continue;  // expired: a miss
     }
-    it.key = cells[r];
+    items.emplace_back();
+    Item &it = items.back();
+    it.expiry = expiry;
+    it.key.assign(rows.cell(r));
+    /* The value's buffer comes from an earlier request's item when there is one: a get allocates
+       nothing in the steady state. */
+    if (!spare_values_.empty()) {
+      it.value.swap(spare_values_.back());
+      spare_values_.pop_back();
+    }
     for (uint32_t v = 1; v <= l.nvalues; ++v) {
       if (v > 1) it.value += l.separator;
-      it.value += cells[r + v];
+      it.value += rows.cell(r + v);
     }
-    if (l.flags >= 0) it.flags = uint32_t(to_u64(cells[r + size_t(l.flags)]));
-    it.cas = l.cas >= 0 ? to_u64(cells[r + size_t(l.cas)]) : 0;
-    if (it.cas == 0) it.cas = content_cas(it.value, it.flags);  // no cas column, or a row SQL wrote
-    items.push_back(std::move(it));
+    if (l.flags >= 0) it.flags = uint32_t(to_u64(rows.cell(r + size_t(l.flags))));
+    /* 0: no cas column, or a row SQL wrote; cas_of() derives one from the content when asked. */
+    it.cas = l.cas >= 0 ? to_u64(rows.cell(r + size_t(l.cas))) : 0;
   }
 }
 
+uint64_t Mc_session::cas_of(Item &it) {
+  if (it.cas == 0) it.cas = content_cas(it.value, it.flags);
+  return it.cas;
+}
+
+void Mc_session::clear_items() {
+  constexpr size_t kMaxSpare = 64, kMaxSpareCapacity = 4096;
+  for (Item &it : items_) {
+    if (spare_values_.size() >= kMaxSpare) break;
+    if (it.value.capacity() > 15 && it.value.capacity() <= kMaxSpareCapacity) {
+      it.value.clear();
+      spare_values_.push_back(std::move(it.value));
+    }
+  }
+  items_.clear();
+}
+
 Store_status Mc_session::lookup(Open_container &oc, const std::string_view *keys, size_t n, std::vector<Item> &items) {
-  std::vector<Datum> in(n);
+  Datum few[4];  // a multi-get's keys; one in the common case, no allocation up to four
+  std::vector<Datum> many;
+  Datum *in = few;
+  if (n > 4) {
+    many.resize(n);
+    in = many.data();
+  }
   for (size_t i = 0; i < n; ++i) in[i] = Datum{keys[i].data() ? keys[i].data() : "", keys[i].size()};
-  Datum first = in.empty() ? Datum{"", 0} : in[0];
+  Datum first = n ? in[0] : Datum{"", 0};
   Find_request fr;
   fr.op = Find_op::eq;
   fr.keys = &first;
@@ -146,13 +181,13 @@ Store_status Mc_session::lookup(Open_container &oc, const std::string_view *keys
   if (n > 1) {
     fr.has_in = true;
     fr.in_column = 0;
-    fr.in_values = in.data();
+    fr.in_values = in;
     fr.nin_values = uint32_t(n);
   }
-  Captured_rows sink;
-  Store_status st = store_.find(oc.idx, fr, sink);
+  capture_.clear();
+  Store_status st = store_.find(oc.idx, fr, capture_);
   if (!st.ok()) return st;
-  decode_items(oc.def.layout, sink, items);
+  decode_items(oc.def.layout, capture_, items);
   return {};
 }
 
@@ -198,10 +233,10 @@ Store_status Mc_session::range(Open_container &oc, std::string_view spec, std::v
     fr.filters = &stop;
     fr.nfilters = 1;
   }
-  Captured_rows sink;
-  Store_status st = store_.find(oc.idx, fr, sink);
+  capture_.clear();
+  Store_status st = store_.find(oc.idx, fr, capture_);
   if (!st.ok()) return st;
-  decode_items(oc.def.layout, sink, items);
+  decode_items(oc.def.layout, capture_, items);
   return {};
 }
 
@@ -411,8 +446,9 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
   const bool touch = rq.command == Mc_command::gat || rq.command == Mc_command::gats;
   /* Everything is looked up before anything is written to out, so that a lock wait can park and
      re-run the whole request. */
-  items_.clear();
-  std::vector<Open_container *> owner;  // the container of each item (gat/gats touch it there)
+  clear_items();
+  std::vector<Open_container *> &owner = owners_;  // the container of each item (gat/gats touch it there)
+  owner.clear();
   size_t gathered = 0;                   // reply bytes so far
   for (std::string_view key : rq.keys) {
     std::string_view row_key;
@@ -446,7 +482,7 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
     owner.resize(items_.size(), oc);
     if (gathered > cfg_.max_output_buffer) {
       /* Items are gathered before the reply (a lock wait may re-run the request): bounded. */
-      items_.clear();
+      clear_items();
       counters_.add(counters_.errors);
       mc::encode_server_error(out, "reply too large (tablesocket_max_output_buffer)");
       return Exec::done;
@@ -466,7 +502,8 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
     }
   }
   for (auto &it : items_)
-    mc::encode_value(out, it.reply_key.empty() ? it.key : it.reply_key, it.flags, it.value, with_cas, it.cas);
+    mc::encode_value(out, it.reply_key.empty() ? it.key : it.reply_key, it.flags, it.value, with_cas,
+                     with_cas ? cas_of(it) : 0);
   mc::encode_reply(out, Mc_reply::end);
   counters_.add(counters_.rows_read, items_.size());
   return Exec::done;
@@ -654,7 +691,7 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
   Store_status st;
   Open_container *oc = resolve(rq.key(), &row_key, &st);
   if (!oc) return server_error(st, out, false);
-  items_.clear();
+  clear_items();
   st = lookup(*oc, &row_key, 1, items_);
   if (!st.ok()) return server_error(st, out, false);
   if (items_.empty()) {
@@ -673,7 +710,7 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
     it.expiry = kr.expiry;
   }
   mc::Mc_item_info info;
-  info.cas = it.cas;
+  info.cas = wants_meta_flag(rq, 'c') ? cas_of(it) : 0;
   info.client_flags = it.flags;
   info.size = uint32_t(it.value.size());
   info.ttl = it.expiry > 0 ? std::max<int64_t>(it.expiry - int64_t(time(nullptr)), 0) : -1;
@@ -719,11 +756,11 @@ Mc_session::Exec Mc_session::exec_md(const Mc_request &rq, Byte_buffer &out) {
   Open_container *oc = resolve(rq.key(), &row_key, &st);
   if (!oc) return server_error(st, out, false);
   if (rq.meta.has_compare_cas) {
-    items_.clear();
+    clear_items();
     st = lookup(*oc, &row_key, 1, items_);
     if (!st.ok()) return server_error(st, out, false);
     if (items_.empty()) { mc::encode_meta(out, Mc_meta_code::nf, rq, nullptr); return Exec::done; }
-    if (items_[0].cas != rq.meta.compare_cas) { mc::encode_meta(out, Mc_meta_code::ex, rq, nullptr); return Exec::done; }
+    if (cas_of(items_[0]) != rq.meta.compare_cas) { mc::encode_meta(out, Mc_meta_code::ex, rq, nullptr); return Exec::done; }
   }
   Kv_request kr;
   kr.op = Kv_op::remove;
@@ -808,7 +845,7 @@ Mc_session::Exec Mc_session::exec_me(const Mc_request &rq, Byte_buffer &out) {
   Store_status st;
   Open_container *oc = resolve(rq.key(), &row_key, &st);
   if (!oc) return server_error(st, out, false);
-  items_.clear();
+  clear_items();
   st = lookup(*oc, &row_key, 1, items_);
   if (!st.ok()) return server_error(st, out, false);
   if (items_.empty()) {
@@ -817,7 +854,7 @@ Mc_session::Exec Mc_session::exec_me(const Mc_request &rq, Byte_buffer &out) {
   }
   mc::Mc_debug_info info;
   info.exp = items_[0].expiry > 0 ? items_[0].expiry - int64_t(time(nullptr)) : -1;
-  info.cas = items_[0].cas;
+  info.cas = cas_of(items_[0]);
   info.total_size = items_[0].value.size();
   mc::encode_meta_debug(out, rq.key(), rq.meta.base64_key, info);
   return Exec::done;

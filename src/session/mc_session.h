@@ -66,7 +66,9 @@ class Mc_session final : public Session {
   Open_container *open_container(const Mc_container &c, Store_status *st);
   /* Looks up keys (all in container oc); appends found, unexpired items in request order. */
   /* Turns captured rows into items, dropping expired ones. */
-  static void decode_items(const Kv_layout &l, const Captured_rows &rows, std::vector<Item> &items);
+  void decode_items(const Kv_layout &l, const Captured_rows &rows, std::vector<Item> &items);
+  static uint64_t cas_of(Item &it);  // the item's cas; derived from its content if the row has none
+  void clear_items();                // items_.clear(), keeping value buffers for the next request
   Store_status lookup(Open_container &oc, const std::string_view *keys, size_t n, std::vector<Item> &items);
   Store_status range(Open_container &oc, std::string_view spec, std::vector<Item> &items);
   Store_status write(Open_container &oc, Kv_request &kr, Kv_result *res);
@@ -95,6 +97,9 @@ class Mc_session final : public Session {
   bool parked_ = false;
   uint64_t swallow_ = 0;
   std::vector<Item> items_;
+  std::vector<std::string> spare_values_;  // value buffers of earlier items, reused
+  Captured_rows capture_;                  // rows of the current lookup, reused
+  std::vector<Open_container *> owners_;   // exec_get: the container of each item
   std::string config_error_;  // backs Store_status::message for configuration errors
 };
 
