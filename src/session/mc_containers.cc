@@ -102,6 +102,7 @@ Store_status Mc_containers::refresh(Store &store, const std::string &schema, uin
     list.push_back(std::move(c));
   }
   list_ = std::move(list);
+  ++generation_;
   loaded_ = true;
   loaded_at_ms_ = now_ms;
   return {};

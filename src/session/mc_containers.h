@@ -35,11 +35,15 @@ class Mc_containers {
   /* The container named 'default', else the first by name (as MySQL's plugin chose), or nullptr. */
   const Mc_container *default_container() const;
   bool loaded() const { return loaded_; }
+  /* Changes whenever the list is re-read: pointers from find() and default_container() stay valid
+     while it does not. */
+  uint64_t generation() const { return generation_; }
 
  private:
   std::vector<Mc_container> list_;
   bool loaded_ = false;
   uint64_t loaded_at_ms_ = 0;
+  uint64_t generation_ = 0;
   Open_index containers_idx_, options_idx_;
 };
 

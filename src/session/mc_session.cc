@@ -97,7 +97,10 @@ Mc_session::Open_container *Mc_session::resolve(std::string_view key, std::strin
   *st = {};
   const Mc_container *c = nullptr;
   *row_key = key;
-  if (key.size() > 2 && key[0] == '@' && key[1] == '@') {
+  const bool named = key.size() > 2 && key[0] == '@' && key[1] == '@';
+  /* The connection's own container, as the previous request found it: most requests name none. */
+  if (!named && default_oc_ && default_gen_ == containers_.generation()) return default_oc_;
+  if (named) {
     /* @@container.key (MySQL's table_map_delimiter is '.') */
     std::string_view rest = key.substr(2);
     size_t dot = rest.find('.');
@@ -114,7 +117,12 @@ Mc_session::Open_container *Mc_session::resolve(std::string_view key, std::strin
     st->message = config_error_;
     return nullptr;
   }
-  return open_container(*c, st);
+  Open_container *oc = open_container(*c, st);
+  if (oc && !named) {
+    default_oc_ = oc;
+    default_gen_ = containers_.generation();
+  }
+  return oc;
 }
 
 void Mc_session::decode_items(const Kv_layout &l, const Captured_rows &rows, std::vector<Item> &items) {
@@ -372,6 +380,7 @@ Mc_session::Exec Mc_session::exec_ascii_auth(const Mc_request &rq, Byte_buffer &
     return Exec::done;
   }
   open_.clear();
+  default_oc_ = nullptr;
   auth_.forget_previous_account();
   if (!rq.noreply) mc::encode_reply(out, Mc_reply::stored);
   return Exec::done;
@@ -459,6 +468,7 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
     if (key.size() > 2 && key[0] == '@' && key[1] == '@' && key.find('.') == std::string_view::npos) {
       /* "get @@name": the connection's container becomes name; the reply names its table. */
       current_.assign(key.substr(2));
+      default_oc_ = nullptr;  // the next key without @@ resolves against the new container
       Item it;
       it.key.assign(key);
       it.value = oc->def.db + "/" + oc->def.table;

@@ -92,6 +92,8 @@ class Mc_session final : public Session {
   Mc_containers containers_;
   std::unordered_map<std::string, Open_container> open_;
   std::string current_;  // the connection's container ("" = default)
+  Open_container *default_oc_ = nullptr;  // current_'s open container, while the list is unchanged
+  uint64_t default_gen_ = 0;
   mc::Mc_request rq_, parked_rq_;
   size_t parked_len_ = 0;
   bool parked_ = false;
