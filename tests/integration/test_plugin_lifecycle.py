@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 
 import pytest
@@ -39,6 +41,47 @@ def test_equal_listener_ports_are_refused_with_a_clear_message():
         log = srv.log_path.read_text(errors="replace")
         assert "tablesocket: not started: tablesocket_hs_port, tablesocket_hs_port_wr and " \
                "tablesocket_mc_port must differ" in log
+    finally:
+        srv.stop()
+
+
+def test_default_worker_count_is_one_per_cpu_of_the_server(server):
+    # tablesocket_threads=0 (the default) becomes the number of CPUs in the server's affinity mask,
+    # which it inherits from this test process; the variable shows the number chosen.
+    want = min(64, len(os.sched_getaffinity(0)))
+    assert ts_harness.variable(server, "tablesocket_threads") == str(want)
+
+
+class _PinnedServer(ts_harness.MariaDBServer):
+    """mariadbd started under taskset, as the benchmark starts it."""
+
+    def __init__(self, cpus: str, *a, **kw):
+        self.cpus = cpus
+        super().__init__("tablesocket", *a, **kw)
+
+    def command(self):
+        return ["taskset", "-c", self.cpus] + super().command()
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset (util-linux) is missing")
+def test_a_server_pinned_to_one_cpu_runs_one_worker_and_serves():
+    cpu = min(os.sched_getaffinity(0))
+    srv = _PinnedServer(str(cpu), name="pinned")
+    try:
+        srv.start()
+        assert ts_harness.variable(srv, "tablesocket_threads") == "1"
+        log = srv.log_path.read_text(errors="replace")
+        assert ", 1 workers" in log
+        srv.sql("CREATE TABLE test.pinned (id INT PRIMARY KEY, v VARCHAR(10))")
+        srv.sql("INSERT INTO test.pinned VALUES (1, 'one'), (2, 'two')")
+        conns = [HSConn(srv.hs_port) for _ in range(4)]  # all served by the one worker
+        for c in conns:
+            assert c.request("P\t1\ttest\tpinned\tPRIMARY\tv\n") == b"0\t1\n"
+        for i, c in enumerate(conns):
+            want = [b"one", b"two"][i % 2]
+            assert c.request(f"1\t=\t1\t{1 + i % 2}\n") == b"0\t1\t" + want + b"\n"
+        for c in conns:
+            c.close()
     finally:
         srv.stop()
 
