@@ -793,6 +793,14 @@ def render_markdown(meta: dict, agg: list[dict], failures: list[str]) -> str:
 
     shapes = a["shapes"]
     systems = [s for s in a["systems"]]
+
+    def read_table(cell) -> None:
+        """A table of the read points, a system per row and a shape per column: cell(point) -> text."""
+        L.append("| system | " + " | ".join(shapes) + " |")
+        L.append("|---|" + "---:|" * len(shapes))
+        for s in systems:
+            points = [idx.get(("read", s, sh, "get", None)) for sh in shapes]
+            L.append(f"| {SYSTEMS[s][0]} | " + " | ".join(cell(g) if g else "–" for g in points) + " |")
     if any(g["phase"] == "read" for g in agg):
         L.append("## Reads: ops/s")
         L.append("")
@@ -802,19 +810,8 @@ def render_markdown(meta: dict, agg: list[dict], failures: list[str]) -> str:
                  "Shape CxD = C connections with D requests in flight on each (pipelined). SQL cannot "
                  "pipeline: at D > 1 it runs C·D connections with one statement each (†).")
         L.append("")
-        L.append("| system | " + " | ".join(shapes) + " |")
-        L.append("|---|" + "---:|" * len(shapes))
-        for s in systems:
-            cells = []
-            for sh in shapes:
-                g = idx.get(("read", s, sh, "get", None))
-                if not g:
-                    cells.append("–")
-                    continue
-                mark = "†" if g["client_conns"] != g["conns"] else ""
-                bad = " ⚠" if g["failed_rounds"] else ""
-                cells.append(f"{fmt_k(g['ops_per_sec'])}{mark}{spread(g, 'ops_per_sec')}{bad}")
-            L.append(f"| {SYSTEMS[s][0]} | " + " | ".join(cells) + " |")
+        read_table(lambda g: f"{fmt_k(g['ops_per_sec'])}{'†' if g['client_conns'] != g['conns'] else ''}"
+                             f"{spread(g, 'ops_per_sec')}{' ⚠' if g['failed_rounds'] else ''}")
         L.append("")
         L.append("## Reads: server CPU µs per operation")
         L.append("")
@@ -822,14 +819,7 @@ def render_markdown(meta: dict, agg: list[dict], failures: list[str]) -> str:
                  "window, divided by the operations answered in it. Lower is better; steadier than ops/s on a "
                  "shared machine. For the two plugins it is the whole mariadbd.")
         L.append("")
-        L.append("| system | " + " | ".join(shapes) + " |")
-        L.append("|---|" + "---:|" * len(shapes))
-        for s in systems:
-            cells = []
-            for sh in shapes:
-                g = idx.get(("read", s, sh, "get", None))
-                cells.append("–" if not g else f"{fmt_us(g['cpu_us_per_op'])}{spread(g, 'cpu_us_per_op')}")
-            L.append(f"| {SYSTEMS[s][0]} | " + " | ".join(cells) + " |")
+        read_table(lambda g: f"{fmt_us(g['cpu_us_per_op'])}{spread(g, 'cpu_us_per_op')}")
         L.append("")
         L.append("## Reads: ratios")
         L.append("")
@@ -860,20 +850,12 @@ def render_markdown(meta: dict, agg: list[dict], failures: list[str]) -> str:
                  "bottleneck, or it had to share its CPU); *cl.*: the load generator's CPU use (near 100%: "
                  "the load generator was the bottleneck of that point, not the server).")
         L.append("")
-        L.append("| system | " + " | ".join(shapes) + " |")
-        L.append("|---|" + "---:|" * len(shapes))
-        for s in systems:
-            cells = []
-            for sh in shapes:
-                g = idx.get(("read", s, sh, "get", None))
-                if not g:
-                    cells.append("–")
-                    continue
-                cli, srv = g.get("client_cpu_pct"), g.get("server_cpu_share")
-                cli_text = (f" (srv {srv * 100:.0f}%, cl. {cli:.0f}%)" if cli is not None and srv is not None
-                            else "")
-                cells.append(f"{fmt_us(g['p50_us'])} / {fmt_us(g['p99_us'])} / {fmt_us(g['p999_us'])}{cli_text}")
-            L.append(f"| {SYSTEMS[s][0]} | " + " | ".join(cells) + " |")
+        def latency_cell(g):
+            cli, srv = g.get("client_cpu_pct"), g.get("server_cpu_share")
+            cpu = f" (srv {srv * 100:.0f}%, cl. {cli:.0f}%)" if cli is not None and srv is not None else ""
+            return f"{fmt_us(g['p50_us'])} / {fmt_us(g['p99_us'])} / {fmt_us(g['p999_us'])}{cpu}"
+
+        read_table(latency_cell)
         L.append("")
 
     if any(g["phase"] == "write" for g in agg):

@@ -20,7 +20,7 @@ struct Config {
   std::string mc_config_schema = "innodb_memcache";  // where the containers table lives
   unsigned mc_max_range_rows = 1000;  // rows one range get (get @>k) returns at most
   size_t mc_max_value_size = 1 << 20; // largest memcached item value
-  unsigned threads = 2;         // epoll worker threads (the system variable's 0 becomes default_worker_threads())
+  unsigned threads = 0;         // epoll worker threads; 0: default_worker_threads() (resolved at plugin init)
   unsigned backlog = 1024;
   unsigned max_connections = 10000;
   unsigned idle_timeout_s = 600;        // 0 = never

@@ -70,7 +70,7 @@ MYSQL_SYSVAR_UINT(threads, sv_threads, PLUGIN_VAR_READONLY,
                   "0 (the default): one per CPU the server may run on (its CPU affinity mask, so a "
                   "server pinned with taskset or a cgroup cpuset gets as many workers as CPUs), at "
                   "most 64; the variable then shows the number chosen.",
-                  nullptr, nullptr, 0, 0, 256, 0);
+                  nullptr, nullptr, kDefaults.threads, 0, 256, 0);
 MYSQL_SYSVAR_UINT(backlog, sv_backlog, PLUGIN_VAR_READONLY,
                   "listen() backlog of each listener.", nullptr, nullptr, kDefaults.backlog, 1, 65535, 0);
 MYSQL_SYSVAR_UINT(max_connections, sv_max_connections, PLUGIN_VAR_READONLY,
@@ -273,9 +273,9 @@ Config config_from_sysvars() {
   c.ddl_check_interval_ms = sv_ddl_check_interval;
   c.lock_wait_timeout_ms = sv_lock_wait_timeout;
   c.charset = sv_character_set && *sv_character_set ? sv_character_set : "utf8mb4";
-  c.plain_secret = sv_plain_secret ? sv_plain_secret : "";
-  c.plain_secret_wr = sv_plain_secret_wr ? sv_plain_secret_wr : "";
   auto str = [](const char *v) { return std::string(v ? v : ""); };
+  c.plain_secret = str(sv_plain_secret);
+  c.plain_secret_wr = str(sv_plain_secret_wr);
   c.require_auth = sv_require_auth;
   c.anonymous_account = str(sv_anonymous_account);
   c.allow_cleartext_passwords = sv_allow_cleartext_passwords;

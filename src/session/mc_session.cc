@@ -36,12 +36,6 @@ int64_t to_i64(std::string_view s) {
   return int64_t(to_u64(s));
 }
 
-bool wants_meta_flag(const Mc_request &rq, char flag) {
-  for (uint32_t i = 0; i < rq.nmeta_flags; ++i)
-    if (rq.meta_flags[i].flag == flag) return true;
-  return false;
-}
-
 }  // namespace
 
 uint64_t Mc_session::next_cas() {
@@ -163,7 +157,8 @@ void Mc_session::clear_items() {
   constexpr size_t kMaxSpare = 64, kMaxSpareCapacity = 4096;
   for (Item &it : items_) {
     if (spare_values_.size() >= kMaxSpare) break;
-    if (it.value.capacity() > 15 && it.value.capacity() <= kMaxSpareCapacity) {
+    /* Only heap buffers are worth keeping: a short value lives inside the string itself. */
+    if (it.value.capacity() > std::string().capacity() && it.value.capacity() <= kMaxSpareCapacity) {
       it.value.clear();
       spare_values_.push_back(std::move(it.value));
     }
@@ -720,7 +715,7 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
     it.expiry = kr.expiry;
   }
   mc::Mc_item_info info;
-  info.cas = wants_meta_flag(rq, 'c') ? cas_of(it) : 0;
+  info.cas = rq.meta.has('c') ? cas_of(it) : 0;
   info.client_flags = it.flags;
   info.size = uint32_t(it.value.size());
   info.ttl = it.expiry > 0 ? std::max<int64_t>(it.expiry - int64_t(time(nullptr)), 0) : -1;
