@@ -12,52 +12,24 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 
-from tsserver import LOOPBACK, free_ports, port_accepts
+from tsserver import LOOPBACK, LineConn, free_ports, port_accepts
 
 MEMCACHED = os.environ.get("TS_MEMCACHED", shutil.which("memcached") or "/usr/bin/memcached")
 
 
-class McConn:
+class McConn(LineConn):
     """One memcached connection. Reads never wait longer than `timeout` seconds."""
+
+    label = "memcached"
+    eol = b"\r\n"
+    recv_size = 1 << 20
 
     def __init__(self, port: int | None = None, *, unix_path: str | None = None,
                  host: str = LOOPBACK, timeout: float = 10.0):
-        self.timeout = timeout
-        if unix_path:
-            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self.sock.settimeout(timeout)
-            self.sock.connect(unix_path)
-        else:
-            self.sock = socket.create_connection((host, port), timeout=timeout)
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = b""
-
-    # ---- sending ------------------------------------------------------------------------------
-
-    def send(self, data: bytes | str) -> None:
-        if isinstance(data, str):
-            data = data.encode()
-        self.sock.sendall(data)
-
-    # ---- receiving ----------------------------------------------------------------------------
-
-    def _fill(self, deadline: float) -> bool:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError(f"memcached reply timed out; have {self.buf[:300]!r}")
-        self.sock.settimeout(remaining)
-        try:
-            chunk = self.sock.recv(1 << 20)
-        except socket.timeout:
-            raise TimeoutError(f"memcached reply timed out; have {self.buf[:300]!r}") from None
-        if not chunk:
-            return False
-        self.buf += chunk
-        return True
+        super().__init__(port, host, timeout, unix_path)
 
     def read_exact(self, n: int, timeout: float | None = None) -> bytes:
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
@@ -66,15 +38,6 @@ class McConn:
                 raise EOFError(f"connection closed after {len(self.buf)} of {n} bytes: {self.buf[:300]!r}")
         out, self.buf = self.buf[:n], self.buf[n:]
         return out
-
-    def recv_line(self, timeout: float | None = None) -> bytes:
-        """One reply line including its CRLF."""
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        while b"\r\n" not in self.buf:
-            if not self._fill(deadline):
-                raise EOFError(f"connection closed; partial data {self.buf[:300]!r}")
-        line, _, self.buf = self.buf.partition(b"\r\n")
-        return line + b"\r\n"
 
     def recv_until(self, terminator: bytes = b"END\r\n", timeout: float | None = None) -> bytes:
         """Reply lines (and value blocks) up to and including a line equal to `terminator`."""
@@ -156,18 +119,6 @@ class McConn:
         if isinstance(key, str):
             key = key.encode()
         self.request(b"set %s %d %d %d\r\n%s\r\n" % (key, flags, exptime, len(value), value), b"STORED\r\n")
-
-    def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def value_reply(key: bytes | str, value: bytes, flags: int = 0, cas: int | None = None) -> bytes:

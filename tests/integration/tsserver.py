@@ -488,14 +488,25 @@ class MariaDBServer:
 # raw HS client for exact-byte tests
 
 
-class HSConn:
-    """A raw HandlerSocket connection: send bytes, read whole reply lines as bytes."""
+class LineConn:
+    """A raw client connection (TCP, or a unix socket) to a line protocol: send bytes, read whole
+    reply lines (ending in `eol`) as bytes from a buffer. Reads never wait longer than `timeout`."""
 
-    def __init__(self, port: int, host: str = LOOPBACK, timeout: float = 10.0):
+    label = "server"      # names the protocol in timeout and EOF messages
+    eol = b"\n"
+    recv_size = 65536
+
+    def __init__(self, port: int | None = None, host: str = LOOPBACK, timeout: float = 10.0,
+                 unix_path: str | None = None):
         self.port = port
         self.timeout = timeout
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if unix_path:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(timeout)
+            self.sock.connect(unix_path)
+        else:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = b""
 
     def send(self, data: bytes | str) -> None:
@@ -504,27 +515,49 @@ class HSConn:
         self.sock.sendall(data)
 
     def _fill(self, deadline: float) -> bool:
+        """Reads what arrives before `deadline` into the buffer; False at EOF, TimeoutError if nothing."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise TimeoutError(f"HS reply timed out; have {self.buf!r}")
+            raise TimeoutError(f"{self.label} reply timed out; have {self.buf[:300]!r}")
         self.sock.settimeout(remaining)
         try:
-            chunk = self.sock.recv(65536)
+            chunk = self.sock.recv(self.recv_size)
         except socket.timeout:
-            raise TimeoutError(f"HS reply timed out; have {self.buf!r}") from None
+            raise TimeoutError(f"{self.label} reply timed out; have {self.buf[:300]!r}") from None
         if not chunk:
             return False
         self.buf += chunk
         return True
 
     def recv_line(self, timeout: float | None = None) -> bytes:
-        """One reply line, including its trailing b'\\n'. Raises EOFError if the peer closes first."""
+        """One reply line, including its end of line. Raises EOFError if the peer closes first."""
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        while b"\n" not in self.buf:
+        while self.eol not in self.buf:
             if not self._fill(deadline):
-                raise EOFError(f"HS connection closed; partial data {self.buf!r}")
-        line, _, self.buf = self.buf.partition(b"\n")
-        return line + b"\n"
+                raise EOFError(f"{self.label} connection closed; partial data {self.buf[:300]!r}")
+        line, _, self.buf = self.buf.partition(self.eol)
+        return line + self.eol
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class HSConn(LineConn):
+    """A raw HandlerSocket connection: send bytes, read whole reply lines as bytes."""
+
+    label = "HS"
+
+    def __init__(self, port: int, host: str = LOOPBACK, timeout: float = 10.0):
+        super().__init__(port, host, timeout)
 
     def recv_lines(self, n: int, timeout: float | None = None) -> list[bytes]:
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
@@ -560,18 +593,6 @@ class HSConn:
         n = data.count(b"\n")
         self.send(data)
         return b"".join(self.recv_lines(n, timeout))
-
-    def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def hs_escape(value: bytes | None) -> bytes:
