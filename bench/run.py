@@ -344,7 +344,8 @@ class Bench:
         extra = ["--innodb-flush-log-at-trx-commit=1", "--innodb-doublewrite=1",
                  f"--innodb-buffer-pool-size={a.buffer_pool}", "--innodb-log-file-size=1G",
                  "--max-connections=2000", "--max-prepared-stmt-count=100000", "--table-open-cache=4000",
-                 "--lock-wait-timeout=120", *a.mysqld_arg]
+                 "--lock-wait-timeout=120", f"--innodb-adaptive-hash-index={a.adaptive_hash_index.upper()}",
+                 *a.mysqld_arg]
         self.base_args = extra
         self.db = BenchMariaDB(name="bench", extra_args=extra, cpus=self.server_cpus, hs_threads=a.hs_threads,
                                start_timeout=180)
@@ -355,6 +356,7 @@ class Bench:
             self.check("start mariadbd with tablesocket and handlersocket", str(e))
             raise BenchError(f"mariadbd did not start: {e}") from None
         self.check("start mariadbd with tablesocket and handlersocket", None)
+        log(f"innodb_adaptive_hash_index={self.db.sql('SELECT @@innodb_adaptive_hash_index', db=None)[0][0]}")
         log(f"mariadbd pid {self.db.pid}: SQL {self.db.sql_port}, tablesocket HS {self.db.hs_port}/{self.db.hs_port_wr} "
             f"memcached {self.db.mc_port}, HandlerSocket {self.db.hsd_port}/{self.db.hsd_port_wr}")
         for kind in ("memcached", "redis"):
@@ -762,7 +764,8 @@ def render_markdown(meta: dict, agg: list[dict], failures: list[str]) -> str:
     L.append(f"**Servers:** one mariadbd with tablesocket ({meta.get('ts_threads', '?')} workers: "
              f"`tablesocket_threads` default, one per server CPU) and Debian's "
              f"handlersocket.so ({a['hs_threads']} read threads, 1 write thread), InnoDB buffer pool "
-             f"{a['buffer_pool']}, `innodb_flush_log_at_trx_commit=1`; memcached -t {a['memcached_threads']}; "
+             f"{a['buffer_pool']}, `innodb_flush_log_at_trx_commit=1`, "
+             f"`innodb_adaptive_hash_index={a.get('adaptive_hash_index', 'off').upper()}`; memcached -t {a['memcached_threads']}; "
              f"redis-server without persistence. Total run time {meta.get('elapsed_s', 0) / 60:.1f} min.")
     notes = []
     if a["smoke"]:
@@ -1055,6 +1058,9 @@ def main(argv=None) -> int:
                          "server CPU: 1 when the servers are pinned to one CPU)")
     ap.add_argument("--memcached-threads", type=int, default=4, help="memcached -t (default 4, memcached's default)")
     ap.add_argument("--buffer-pool", default=None, help="innodb_buffer_pool_size (default 2G, 256M with --smoke)")
+    ap.add_argument("--adaptive-hash-index", choices=("on", "off"), default="on",
+                    help="innodb_adaptive_hash_index of the mariadbd (default on: every system in it, tablesocket, "
+                         "HandlerSocket and SQL, looks rows up by hash on hot index pages; MariaDB's own default is off)")
     ap.add_argument("--mysqld-arg", action="append", default=[], metavar="ARG", help="extra mariadbd option")
     ap.add_argument("--out", help="results directory (default bench/results/<UTC time>, smoke: build/bench-smoke/<UTC time>)")
     ap.add_argument("--no-latest", action="store_true", help="do not copy the results to bench/results/latest")
@@ -1122,7 +1128,8 @@ def main(argv=None) -> int:
             "write_ops": a.write_op_list, "binlog": a.binlog_list, "systems": a.systems if not a.skip_reads else [],
             "write_systems": a.write_systems if not a.skip_writes else [], "dist": a.dist, "pin": a.pin,
             "server_cpus": a.server_cpus, "client_cpus": a.client_cpus, "hs_threads": a.hs_threads,
-            "memcached_threads": a.memcached_threads, "buffer_pool": a.buffer_pool, "seed": a.seed,
+            "memcached_threads": a.memcached_threads, "buffer_pool": a.buffer_pool,
+            "adaptive_hash_index": a.adaptive_hash_index, "seed": a.seed,
         },
     }
     log(f"{meta['machine']['cpu_model']}, {meta['machine']['cpus']} CPUs; load average {meta['loadavg_start']}; "

@@ -51,6 +51,7 @@ args=(--no-defaults --datadir="$var/data" --socket="$sock" --pid-file="$pidfile"
   --tablesocket-address=127.0.0.1 --tablesocket-hs-port="$hs_port" --tablesocket-hs-port-wr="$hs_port_wr"
   --tablesocket-mc-port="$mc_port"
   --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=1
+  --innodb-adaptive-hash-index=ON
   --log-bin=mariadb-bin --server-id=1 --binlog-format=ROW)
 if [ "${1:-}" = --foreground ]; then
   echo "starting mariadbd in the foreground (log: $var/error.log)"
