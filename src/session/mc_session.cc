@@ -315,6 +315,19 @@ Session_outcome Mc_session::run(Byte_buffer &in, Byte_buffer &out, unsigned max_
     ++done;
     if (e == Exec::close) return Session_outcome::close;
   }
+  if (!negotiated_ && !in.empty()) {
+    /* memcached chooses the protocol by a connection's first byte: a binary client gets a binary
+       "not supported" instead of waiting for a text reply that would never come. */
+    if (mc::starts_binary_request(in.data(), in.size())) {
+      if (in.size() < mc::kBinaryHeaderLength) return Session_outcome::idle;
+      counters_.add(counters_.protocol_errors);
+      mc::encode_binary_not_supported(out, in.data(),
+                                      "binary protocol not supported: use the text or meta protocol");
+      in.clear();
+      return Session_outcome::close;
+    }
+    negotiated_ = true;
+  }
   while (!in.empty()) {
     if (swallow_) {
       in.consume(mc::swallow_step(&swallow_, in.size()));

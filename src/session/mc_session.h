@@ -97,6 +97,7 @@ class Mc_session final : public Session {
   mc::Mc_request rq_, parked_rq_;
   size_t parked_len_ = 0;
   bool parked_ = false;
+  bool negotiated_ = false;  // the first bytes were looked at (binary protocol or text)
   uint64_t swallow_ = 0;
   std::vector<Item> items_;
   std::vector<std::string> spare_values_;  // value buffers of earlier items, reused
