@@ -148,7 +148,8 @@ Store_status Mariadb_store::ensure_open(Table_slot &s) {
   LEX_CSTRING db = {s.db.c_str(), s.db.size()};
   LEX_CSTRING name = {s.name.c_str(), s.name.size()};
   const thr_lock_type lock_type = s.for_write ? TL_WRITE : TL_READ;
-  TABLE_LIST tl;
+  if (!s.table_list) s.table_list.reset(new TABLE_LIST);
+  TABLE_LIST &tl = *s.table_list;
   tl.init_one_table(&db, &name, &name, lock_type);
   tl.mdl_request.ticket = s.mdl_request.ticket;
   tl.required_type = TABLE_TYPE_NORMAL;  // views and sequences are refused here, not crashed on
@@ -158,6 +159,12 @@ Store_status Mariadb_store::ensure_open(Table_slot &s) {
   bool err = open_table(thd_, &tl, &ot);
   thd_->set_open_tables(saved);
   TABLE *t = tl.table;
+  if (t) {
+    /* The names it points at must outlive this call too: the share's own (the slot may move). */
+    tl.db = t->s->db;
+    tl.table_name = t->s->table_name;
+    tl.alias = t->s->table_name;
+  }
   auto give_up = [&](Store_errc e) {
     clear_diagnostics();
     if (t) {

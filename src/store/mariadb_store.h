@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <deque>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -30,6 +31,10 @@ constexpr int kBadValue = -2;    // a value SQL would reject; its message is in 
 struct Table_slot {
   std::string db, name;
   TABLE *table = nullptr;
+  /* The TABLE_LIST the table was opened through: the server keeps pointing at it while the table is
+     open (TABLE::pos_in_table_list, read by InnoDB's update_row and by ha_partition's scans), so it
+     lives on the heap as long as the slot, not on open()'s stack. */
+  std::unique_ptr<TABLE_LIST> table_list;
   MDL_request mdl_request;
   MYSQL_LOCK *lock = nullptr;
   bool for_write = false;

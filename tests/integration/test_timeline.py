@@ -131,7 +131,12 @@ LAYOUTS = {
     # string groups
     "varchar": ("id BIGINT NOT NULL PRIMARY KEY, user_id VARCHAR(12) NOT NULL, body VARCHAR(40), "
                 "KEY by_user(user_id, id)", "by_user", str),
+    # clustered and partitioned: ha_partition merges its partitions' ordered scans underneath ours
+    # (a table opened by tablesocket once crashed the server here: a dangling TABLE_LIST)
+    "partitioned": ("user_id INT NOT NULL, id BIGINT NOT NULL, body VARCHAR(40), PRIMARY KEY(user_id, id)",
+                    "PRIMARY", int),
 }
+TABLE_OPTIONS = {"partitioned": "PARTITION BY HASH(id) PARTITIONS 4"}
 
 
 def random_dataset(rng: random.Random, kind) -> tuple[list[Msg], list, list]:
@@ -160,8 +165,8 @@ def test_merge_matches_model(seed, hs, make_table):
     rows, present, absent = random_dataset(rng, kind)
     if layout == "extended":
         t = make_table(ddl, [(None, r.id, r.group, r.body) for r in rows])
-    elif layout == "clustered":
-        t = make_table(ddl, [(r.group, r.id, r.body) for r in rows])
+    elif layout in ("clustered", "partitioned"):
+        t = make_table(ddl, [(r.group, r.id, r.body) for r in rows], options=TABLE_OPTIONS.get(layout, ""))
     else:
         t = make_table(ddl, [(r.id, r.group, r.body) for r in rows])
     conn = hs()
@@ -673,3 +678,23 @@ def test_pipelined_write_then_merge_sees_the_write(hs, make_table):
                             hs_line(2, "+", 3, 11, 2, "y"), merge_line(1, "M-", [1, 2], 2)])
     assert replies == [b"0\t1\n", b"0\t3\t10\t1\tx\t2\t2\tb\t1\t1\ta\n",
                        b"0\t1\n", b"0\t3\t11\t2\ty\t10\t1\tx\n"]
+
+
+@pytest.mark.parametrize("op", ["M-", "M+", "L"])
+def test_first_request_on_a_partitioned_table(op, hs, make_table):
+    """The first request on a freshly opened partitioned table: ha_partition's ordered scan reads
+    TABLE::pos_in_table_list, which once pointed into a returned stack frame (signal 11 on M-)."""
+    t = make_table("id INT PRIMARY KEY, v INT", [(1, 1), (2, 2), (3, 3), (4, 4)],
+                   options="PARTITION BY HASH(id) PARTITIONS 4")
+    conn = hs()
+    conn.send(hs_line("P", 1, "test", t, "PRIMARY", "id,v"))
+    assert conn.recv_line() == b"0\t1\n"
+    if op == "L":
+        conn.send(hs_line(1, "L", 1, 2, 10, 0))
+        assert conn.recv_line() == b"0\t2\t2\t2\n"
+        return
+    conn.send(merge_line(1, op, [2], 10))
+    assert conn.recv_line() == b"0\t2\t2\t2\n"
+    conn.send(merge_line(1, op, [3, 1, 2], 10))
+    want = [(3, 3), (2, 2), (1, 1)] if op == "M-" else [(1, 1), (2, 2), (3, 3)]
+    assert conn.recv_line() == b"0\t2\t" + b"\t".join(b"%d\t%d" % r for r in want) + b"\n"
