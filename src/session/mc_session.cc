@@ -694,7 +694,8 @@ Mc_session::Exec Mc_session::exec_stats(const Mc_request &rq, Byte_buffer &out) 
     mc::encode_reply(out, Mc_reply::end);
     return Exec::done;
   }
-  if (a == "items" || a == "slabs" || a == "sizes" || a == "conns" || a == "detail") {
+  /* Nothing to list: rows live in tables, not slabs ("cachedump" lists no keys, as an empty slab). */
+  if (a == "items" || a == "slabs" || a == "sizes" || a == "conns" || a == "detail" || a == "cachedump") {
     mc::encode_reply(out, Mc_reply::end);
     return Exec::done;
   }
