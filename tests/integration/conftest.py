@@ -200,3 +200,18 @@ def hs(server, make_table):
     f = HSFactory(server)
     yield f
     f.close_all()
+
+
+@pytest.fixture(scope="module")
+def mc_ref():
+    """A private memcached (Debian's package): the protocol reference of the memcached tests."""
+    from ts_mc import MemcachedRef
+    if not MemcachedRef.available():
+        pytest.skip("memcached is not installed (the protocol reference)")
+    ref = MemcachedRef()
+    try:
+        ref.start()
+    except RuntimeError as e:
+        pytest.skip(str(e))
+    yield ref
+    ref.stop()

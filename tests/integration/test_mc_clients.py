@@ -44,7 +44,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ts_mc import McConn, MemcachedRef  # noqa: E402
+from ts_mc import McConn  # noqa: E402
 
 TS_ONLY = pytest.mark.tablesocket_only("the memcached front door is tablesocket's")
 
@@ -650,17 +650,6 @@ MC_SET_CMD = ("import socket, sys\n"
               "assert s.recv(100) == b'STORED\\r\\n'\n")
 
 
-@pytest.fixture(scope="module")
-def mc_ref():
-    if not MemcachedRef.available():
-        pytest.skip("memcached is not installed (the reference)")
-    ref = MemcachedRef()
-    try:
-        ref.start()
-    except RuntimeError as e:
-        pytest.skip(str(e))
-    yield ref
-    ref.stop()
 
 
 def _run_all(port: int, server, tmp: Path, procs: dict) -> dict:

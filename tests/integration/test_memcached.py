@@ -30,7 +30,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tsserver import MariaDBServer, ServerError  # noqa: E402
-from ts_mc import McConn, MemcachedRef, value_reply  # noqa: E402
+from ts_mc import McConn, value_reply  # noqa: E402
 
 MEMCCAPABLE = shutil.which("memccapable") or "/usr/bin/memccapable"
 MEMCCP = shutil.which("memccp") or "/usr/bin/memccp"
@@ -43,17 +43,6 @@ TS_ONLY = pytest.mark.tablesocket_only("the memcached front door is tablesocket'
 # fixtures
 
 
-@pytest.fixture(scope="module")
-def mc_ref():
-    if not MemcachedRef.available():
-        pytest.skip("memcached is not installed (the protocol reference)")
-    ref = MemcachedRef()
-    try:
-        ref.start()
-    except RuntimeError as e:
-        pytest.skip(str(e))
-    yield ref
-    ref.stop()
 
 
 class Target:
