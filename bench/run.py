@@ -785,9 +785,9 @@ def render_markdown(meta: dict, agg: list[dict], failures: list[str]) -> str:
         load_start = 0.0
     starved = [g for g in agg if g["phase"] == "read" and g.get("depth", 1) > 1 and g.get("server_cpu_share")
                and g["server_cpu_share"] < 0.85 and not g["system"].startswith("sql")]
-    if not a["smoke"] and (load_start > 0.75 * (mach["cpus"] or 1) or starved):
-        why = (f"load average {load_start:.1f} on {mach['cpus']} CPUs at the start"
-               if load_start > 0.75 * (mach["cpus"] or 1) else
+    loaded = load_start > 0.75 * (mach["cpus"] or 1)
+    if not a["smoke"] and (loaded or starved):
+        why = (f"load average {load_start:.1f} on {mach['cpus']} CPUs at the start" if loaded else
                f"the server got under 85% of its CPU at {len(starved)} pipelined read point(s)")
         notes.append(f"*The machine was busy with other work during the run ({why}): the servers got only "
                      f"part of their CPU (see srv% below), so ops/s are low and noisy; server CPU per "

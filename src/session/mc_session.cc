@@ -36,6 +36,9 @@ int64_t to_i64(std::string_view s) {
   return int64_t(to_u64(s));
 }
 
+/* "@@name" or "@@name.key": the key names a container (MySQL's plugin's syntax). */
+bool names_container(std::string_view key) { return key.size() > 2 && key[0] == '@' && key[1] == '@'; }
+
 }  // namespace
 
 uint64_t Mc_session::next_cas() {
@@ -91,7 +94,7 @@ Mc_session::Open_container *Mc_session::resolve(std::string_view key, std::strin
   *st = {};
   const Mc_container *c = nullptr;
   *row_key = key;
-  const bool named = key.size() > 2 && key[0] == '@' && key[1] == '@';
+  const bool named = names_container(key);
   /* The connection's own container, as the previous request found it: most requests name none. */
   if (!named && default_oc_ && default_gen_ == containers_.generation()) return default_oc_;
   if (named) {
@@ -473,7 +476,7 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
     Open_container *oc = resolve(key, &row_key, &st);
     if (!oc) return server_error(st, out, false);
     const size_t first = items_.size();
-    if (key.size() > 2 && key[0] == '@' && key[1] == '@' && key.find('.') == std::string_view::npos) {
+    if (names_container(key) && key.find('.') == std::string_view::npos) {
       /* "get @@name": the connection's container becomes name; the reply names its table. */
       current_.assign(key.substr(2));
       default_oc_ = nullptr;  // the next key without @@ resolves against the new container
