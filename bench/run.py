@@ -356,7 +356,10 @@ class Bench:
             self.check("start mariadbd with tablesocket and handlersocket", str(e))
             raise BenchError(f"mariadbd did not start: {e}") from None
         self.check("start mariadbd with tablesocket and handlersocket", None)
-        log(f"innodb_adaptive_hash_index={self.db.sql('SELECT @@innodb_adaptive_hash_index', db=None)[0][0]}")
+        ahi = "on" if int(self.db.sql("SELECT @@innodb_adaptive_hash_index", db=None)[0][0]) else "off"
+        log(f"innodb_adaptive_hash_index={ahi}")
+        self.check("innodb_adaptive_hash_index as asked",
+                   None if ahi == a.adaptive_hash_index else f"the server has it {ahi}, asked {a.adaptive_hash_index}")
         log(f"mariadbd pid {self.db.pid}: SQL {self.db.sql_port}, tablesocket HS {self.db.hs_port}/{self.db.hs_port_wr} "
             f"memcached {self.db.mc_port}, HandlerSocket {self.db.hsd_port}/{self.db.hsd_port_wr}")
         for kind in ("memcached", "redis"):

@@ -21,7 +21,7 @@ from typing import NamedTuple, Optional, Sequence
 
 import pytest
 
-from tsserver import hs_line
+from tsserver import HSConn, MariaDBServer, hs_line
 
 pytestmark = pytest.mark.tablesocket_only("M- / M+ (timelines) are a tablesocket extension")
 
@@ -698,3 +698,22 @@ def test_first_request_on_a_partitioned_table(op, hs, make_table):
     conn.send(merge_line(1, op, [3, 1, 2], 10))
     want = [(3, 3), (2, 2), (1, 1)] if op == "M-" else [(1, 1), (2, 2), (3, 3)]
     assert conn.recv_line() == b"0\t2\t" + b"\t".join(b"%d\t%d" % r for r in want) + b"\n"
+
+
+@pytest.mark.tablesocket_only("M- is tablesocket's")
+def test_desc_merge_as_a_fresh_servers_first_request_on_a_partitioned_table():
+    """The first request of a fresh server's worker, on a partitioned table: the crash above
+    showed there (4 of 4 by hand), while the long-running session server's history hid it."""
+    srv = MariaDBServer("tablesocket", name="partmerge", extra_args=["--tablesocket-threads=1"])
+    try:
+        srv.start()
+        srv.exec_sql("CREATE TABLE test.p (id INT PRIMARY KEY, v INT) PARTITION BY HASH(id) PARTITIONS 4")
+        srv.exec_sql("INSERT INTO test.p VALUES (1, 1), (2, 2), (3, 3)")
+        conn = HSConn(srv.hs_port)
+        assert conn.request("P\t1\ttest\tp\tPRIMARY\tid,v\n") == b"0\t1\n"
+        assert conn.request(merge_line(1, "M-", [2], 10)) == b"0\t2\t2\t2\n"
+        assert conn.request(merge_line(1, "M-", [3, 1], 10)) == b"0\t2\t3\t3\t1\t1\n"
+        conn.close()
+        assert srv.running()
+    finally:
+        srv.stop()
