@@ -279,6 +279,9 @@ Mc_session::Exec Mc_session::server_error(const Store_status &st, Byte_buffer &o
   switch (st.errc) {
     case Store_errc::table_open_failed: msg = "no such container table (check the containers configuration)"; break;
     case Store_errc::index_not_found: msg = "container index not found"; break;
+    case Store_errc::index_unusable:
+      msg = "container index cannot look keys up (FULLTEXT, SPATIAL or a hash-based UNIQUE index)";
+      break;
     case Store_errc::column_not_found: msg = "container column not found"; break;
     case Store_errc::table_busy:
     case Store_errc::row_locked: msg = "lock wait timeout"; break;

@@ -321,6 +321,9 @@ void Mariadb_store::end_batch() {
   }
   in_batch_ = false;
   clear_diagnostics();
+  /* What the batch's statements allocated on the THD's arena (as SQL frees it after each
+     statement): e.g. the second handler a table with a long UNIQUE needs for its writes. */
+  free_root(thd_->mem_root, MYF(MY_KEEP_PREALLOC));
 }
 
 void Mariadb_store::yield_to_ddl() {
@@ -364,6 +367,12 @@ Store_status Mariadb_store::resolve(Table_slot &s, Open_index &idx) {
     }
   }
   if (found == MAX_KEY) return Store_status::of(Store_errc::index_not_found);
+  /* Indexes that cannot find a row by its key values: FULLTEXT and SPATIAL ones, and the hidden
+     hash behind a UNIQUE too long for a B-tree (its key is a hash no client can give). */
+  const KEY &fk = t->key_info[found];
+  if ((fk.flags & (HA_FULLTEXT | HA_SPATIAL)) || fk.algorithm == HA_KEY_ALG_LONG_HASH ||
+      fk.algorithm == HA_KEY_ALG_FULLTEXT || fk.algorithm == HA_KEY_ALG_RTREE)
+    return Store_status::of(Store_errc::index_unusable);
 
   auto lookup = [&](const std::vector<std::string> &names, std::vector<uint16_t> &out) {
     out.clear();
@@ -441,10 +450,13 @@ Store_status Mariadb_store::open_index(const Index_spec &spec, Open_index &out) 
 
 void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_t in_index, uint *key_len) {
   uint len = 0;
+  key_has_prefix_parts_ = false;
   for (uint32_t i = 0; i < req.nkeys; ++i) {
     KEY_PART_INFO &kp = k.key_part[i];
     const Datum &v = (req.has_in && i == req.in_column) ? req.in_values[in_index] : req.keys[i];
-    Field *f = kp.field;
+    /* The column itself: a prefix part's kp.field is a copy shortened to the prefix, which would
+       cut the value (an error under strict sql_mode). key_copy() takes the prefix. */
+    Field *f = t->field[kp.fieldnr - 1];
     if (v.is_null() && f->real_maybe_null()) {
       f->set_null();
     } else if (v.is_null()) {
@@ -455,10 +467,50 @@ void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_
       f->set_notnull();
       f->store(v.ptr, v.len, client_cs_);
     }
+    if (kp.key_part_flag & HA_PART_KEY_SEG) {
+      /* The key image holds only the prefix: keep the whole value, in the column's character set. */
+      if (full_key_values_.size() < req.nkeys) full_key_values_.resize(req.nkeys);
+      std::string &want = full_key_values_[i];
+      want.clear();
+      if (!v.is_null()) {
+        CHARSET_INFO *cs = f->charset();
+        if (cs == &my_charset_bin || cs == client_cs_ || client_cs_ == &my_charset_bin) {
+          want.assign(v.ptr, v.len);
+        } else {
+          uint errors;
+          conv_buf_.copy(v.ptr, v.len, client_cs_, cs, &errors);
+          want.assign(conv_buf_.ptr(), conv_buf_.length());
+        }
+      }
+      key_has_prefix_parts_ = true;
+    }
     len += kp.store_length;
   }
   key_copy(key_buffer(k), t->record[0], &k, len);
   *key_len = len;
+}
+
+int Mariadb_store::full_key_cmp(const KEY &k, uint nparts) {
+  const uchar *key = key_buf_.data();
+  String buf(val_buf_, sizeof(val_buf_), &my_charset_bin);
+  for (uint i = 0; i < nparts; ++i) {
+    KEY_PART_INFO &kp = k.key_part[i];
+    int c = key_cmp(&kp, key, kp.store_length);
+    if (c == 0 && (kp.key_part_flag & HA_PART_KEY_SEG) && !kp.field->is_null()) {
+      Field *f = kp.field->table->field[kp.fieldnr - 1];  // the whole column, not the prefix copy
+      String *s = f->val_str(&buf, &buf);
+      const std::string &want = full_key_values_[i];
+      CHARSET_INFO *cs = f->charset();
+      c = s ? cs->coll->strnncollsp(cs, reinterpret_cast<const uchar *>(s->ptr()), s->length(),
+                                    reinterpret_cast<const uchar *>(want.data()), want.size())
+            : -1;
+      c = c < 0 ? -1 : c > 0 ? 1 : 0;
+      if (kp.key_part_flag & HA_REVERSE_SORT) c = -c;
+    }
+    if (c) return c;
+    key += kp.store_length;
+  }
+  return 0;
 }
 
 void Mariadb_store::emit_row(TABLE *t, const Open_index &idx, Row_sink &sink) {
@@ -574,6 +626,21 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
     case Find_op::last_prefix: flag = HA_READ_PREFIX_LAST; break;
     default: flag = HA_READ_KEY_EXACT;
   }
+  /* A prefix key part cannot tell 'abcdef' from 'abcxyz': strict bounds become inclusive on the
+     prefix and every row found is compared on its whole values below. */
+  const bool recheck = key_has_prefix_parts_;
+  if (recheck && flag == HA_READ_AFTER_KEY) flag = HA_READ_KEY_OR_NEXT;
+  if (recheck && flag == HA_READ_BEFORE_KEY) flag = HA_READ_KEY_OR_PREV;
+  auto key_matches = [&]() {
+    int c = full_key_cmp(k, req.nkeys);
+    switch (req.op) {
+      case Find_op::gt: return c > 0;
+      case Find_op::ge: return c >= 0;
+      case Find_op::lt: return c < 0;
+      case Find_op::le: return c <= 0;
+      default: return c == 0;
+    }
+  };
   handler *h = t->file;
   if (mod || h->inited != handler::INDEX || h->active_index != idx.index_no_) {
     h->ha_index_or_rnd_end();
@@ -587,7 +654,7 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
   const uint64_t limit = req.limit ? req.limit : 1;
   uint64_t skip = req.offset, hits = 0, modified = 0;
   uint32_t in_index = 0;
-  bool first = true, overflow = false;
+  bool first = true, overflow = false, same_in_value = false;
   int r = 0, mr = 0;
   uchar *rec = t->record[0];
   if (sink) sink->begin(idx.columns_.size());
@@ -595,7 +662,7 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
     if (first) {
       first = false;
       r = h->ha_index_read_map(rec, key_buf_.data(), kpm, flag);
-    } else if (req.has_in) {
+    } else if (req.has_in && !same_in_value) {
       /* HandlerSocket semantics: each IN value contributes at most its first matching row. */
       if (++in_index >= req.nin_values) break;
       build_key(t, k, req, in_index, &key_len);
@@ -614,7 +681,13 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
         default: r = HA_ERR_END_OF_FILE;
       }
     }
+    const bool stepped_in_value = same_in_value;
+    same_in_value = false;
     if (r == 0) {
+      if (recheck && !key_matches()) {
+        same_in_value = req.has_in;  // this IN value's matching row may still come
+        continue;
+      }
       int fr = req.nfilters ? check_filters(t, idx, req) : 0;
       if (fr < 0) break;
       if (fr > 0) continue;
@@ -637,7 +710,7 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
       }
       continue;
     }
-    if (req.has_in && r == HA_ERR_KEY_NOT_FOUND) continue;
+    if (req.has_in && (r == HA_ERR_KEY_NOT_FOUND || (stepped_in_value && r == HA_ERR_END_OF_FILE))) continue;
     if (r != HA_ERR_RECORD_DELETED) break;
   }
   if (mod) h->ha_index_or_rnd_end();  // a read leaves the index open for the next read of the batch

@@ -120,7 +120,14 @@ class Mariadb_store final : public Store {
   void clear_diagnostics();
 
   /* ---- reads (mariadb_store.cc) ---- */
+  /* Stores the request's key values (the in_index'th IN value at req.in_column) into the record and
+     copies their key image into key_buf_. When a used key part indexes only a prefix of its column
+     (KEY(c(10)), TEXT/BLOB keys), also keeps each full value for full_key_cmp() and sets
+     key_has_prefix_parts_: the index then finds every row sharing the prefix. */
   void build_key(TABLE *t, KEY &k, const Find_request &req, uint32_t in_index, uint *key_len);
+  /* SIGN(row in record[0] - requested key) in index order over the first nparts key parts, prefix
+     parts compared on the whole column value with its collation (as SQL re-checks its WHERE). */
+  int full_key_cmp(const KEY &k, uint nparts);
   /* key_buf_, grown to hold a key image of k. */
   uchar *key_buffer(const KEY &k) {
     if (key_buf_.size() < k.key_length + 8) key_buf_.resize(k.key_length + 8);
@@ -183,6 +190,8 @@ class Mariadb_store final : public Store {
   std::string last_error_;
 
   std::vector<uchar> key_buf_, filter_buf_, refs_;
+  std::vector<std::string> full_key_values_;  // by key part: the value asked for (prefix parts only)
+  bool key_has_prefix_parts_ = false;         // set by build_key()
   std::vector<uint32_t> filter_offsets_;
   char val_buf_[MAX_FIELD_WIDTH];
   String conv_buf_;

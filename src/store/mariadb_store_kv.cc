@@ -124,6 +124,9 @@ Store_status Mariadb_store::kv_write(Open_index &idx, const Kv_layout &layout, c
   h->ha_index_or_rnd_end();
   int r = h->ha_index_init(idx.index_no_, true);
   if (!r) r = h->ha_index_read_map(t->record[0], key_buf_.data(), 1, HA_READ_KEY_EXACT);
+  /* A key column indexed by a prefix only: the row must hold this very key, not just its prefix. */
+  while (!r && key_has_prefix_parts_ && full_key_cmp(k, 1) != 0)
+    r = h->ha_index_next_same(t->record[0], key_buf_.data(), key_len);
   const bool present = r == 0;
   if (r && r != HA_ERR_KEY_NOT_FOUND && r != HA_ERR_END_OF_FILE) {
     h->ha_index_or_rnd_end();

@@ -70,6 +70,9 @@ Store_status Mariadb_store::merge(Open_index &idx, const Find_request &req, Row_
   Table_slot &s = slots_[idx.slot_];
   TABLE *t = s.table;
   KEY &k = t->key_info[idx.index_no_];
+  /* The merge orders rows by their key images: a prefix key part (KEY(c(10))) does not order them. */
+  for (uint i = 0; i < k.user_defined_key_parts; ++i)
+    if (k.key_part[i].key_part_flag & HA_PART_KEY_SEG) return Store_status::of(Store_errc::bad_merge);
   Store_status st = prepare_filters(t, idx, req);
   if (!st.ok()) return st;
   const bool desc = req.op == Find_op::merge_desc;

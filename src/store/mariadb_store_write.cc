@@ -28,6 +28,17 @@ long long parse_ll(const Datum &v) {
 
 }  // namespace
 
+/* A handler computes virtual columns only for rows it reads into record[0]: a duplicate row read
+   into record[1] gets them here (an indexed one, such as a long UNIQUE's hash, must be right for
+   the update that follows), as SQL's INSERT ... ON DUPLICATE KEY UPDATE does. */
+static int read_virtual_columns_of_record1(TABLE *t) {
+  if (!t->vfield) return 0;
+  t->move_fields(t->field, t->record[1], t->record[0]);
+  int e = t->update_virtual_fields(t->file, VCOL_UPDATE_FOR_REPLACE);
+  t->move_fields(t->field, t->record[0], t->record[1]);
+  return e;
+}
+
 Store_status Mariadb_store::begin_write(Table_slot &s) {
   if (opt_readonly) return Store_status::of(Store_errc::server_read_only);
   if (!backup_locked_) {
@@ -47,6 +58,14 @@ Store_status Mariadb_store::begin_write(Table_slot &s) {
   thd_->set_current_stmt_binlog_format_row();
   thd_->reset_binlog_for_next_statement();
   s.table->file->prepare_for_row_logging();
+  /* A UNIQUE too long for a B-tree (checked through a hash index) or a WITHOUT OVERLAPS key is
+     checked by the server on every write with a second handler and a row buffer, which SQL sets up
+     before each INSERT, UPDATE or DELETE. The second handler lives until end_batch() resets the
+     table. */
+  if (s.table->file->prepare_for_insert(true)) {
+    clear_diagnostics();
+    return Store_status::of(Store_errc::handler_error, HA_ERR_OUT_OF_MEM);
+  }
   thd_->count_cuted_fields = CHECK_FIELD_ERROR_FOR_NULL;
   thd_->cuted_fields = 0;
   thd_->abort_on_warning = thd_->is_strict_mode();
@@ -181,6 +200,7 @@ Store_status Mariadb_store::insert(Open_index &idx, const Datum *values, uint32_
         KEY &uk = t->key_info[key_nr];
         key_copy(key_buffer(uk), t->record[0], &uk, 0);
         e = h->ha_index_read_idx_map(t->record[1], key_nr, key_buf_.data(), HA_WHOLE_KEY, HA_READ_KEY_EXACT);
+        if (!e) e = read_virtual_columns_of_record1(t);
       }
       if (e == 0) {
         t->next_number_field = nullptr;
@@ -225,19 +245,35 @@ Store_status Mariadb_store::upsert_existing(TABLE *t, const Open_index &idx, con
   handler *h = t->file;
   uint key_nr = h->get_dup_key(dup_error);
   if (key_nr >= t->s->keys) return Store_status::of(Store_errc::handler_error, dup_error);
+  if ((h->ha_table_flags() & HA_DUPLICATE_POS) || h->lookup_errkey != uint(-1)) {
+    /* The server found the duplicate itself (a long UNIQUE checked through its hash): it left the
+       row's position, as SQL's INSERT ... ON DUPLICATE KEY UPDATE uses it. */
+    h->ha_index_or_rnd_end();
+    int e = h->ha_rnd_init(false);
+    if (!e) {
+      e = h->ha_rnd_pos(t->record[1], h->dup_ref);
+      h->ha_rnd_end();
+    }
+    if (!e) e = read_virtual_columns_of_record1(t);
+    if (e) return Store_status::of(Store_errc::handler_error, e);
+    return update_existing(t, idx, values, n, result);
+  }
   KEY &k = t->key_info[key_nr];
   key_copy(key_buffer(k), t->record[0], &k, 0);
-  if (int e = h->ha_index_read_idx_map(t->record[1], key_nr, key_buf_.data(), HA_WHOLE_KEY, HA_READ_KEY_EXACT))
-    return Store_status::of(Store_errc::handler_error, e);
+  int e = h->ha_index_read_idx_map(t->record[1], key_nr, key_buf_.data(), HA_WHOLE_KEY, HA_READ_KEY_EXACT);
+  if (!e) e = read_virtual_columns_of_record1(t);
+  if (e) return Store_status::of(Store_errc::handler_error, e);
   return update_existing(t, idx, values, n, result);
 }
 
 uint Mariadb_store::given_unique_key(TABLE *t) const {
   for (uint i = 0; i < t->s->keys; ++i) {
     const KEY &k = t->key_info[i];
-    if (!(k.flags & HA_NOSAME)) continue;
+    /* A long UNIQUE's index holds hashes: no key image to look a row up with. */
+    if (!(k.flags & HA_NOSAME) || k.algorithm == HA_KEY_ALG_LONG_HASH) continue;
     bool all = true;
-    for (uint p = 0; p < k.user_defined_key_parts && all; ++p) all = k.key_part[p].field->has_explicit_value();
+    for (uint p = 0; p < k.user_defined_key_parts && all; ++p)
+      all = t->field[k.key_part[p].fieldnr - 1]->has_explicit_value();  // kp.field may be a prefix copy
     if (all) return i;
   }
   return MAX_KEY;

@@ -41,6 +41,7 @@ enum class Store_errc : uint8_t {
   server_read_only,       // the server runs with read_only
   commit_failed,          // the batch's commit failed: see message
   access_denied,          // the connection's account lacks a privilege, or a login failed: see message
+  index_unusable,         // FULLTEXT, SPATIAL or hash-based (long UNIQUE) index: cannot serve key lookups
 };
 
 struct Store_status {

@@ -1099,6 +1099,30 @@ def test_a_container_without_cas_column_supports_gets_and_cas(ts, tsmc, make_tab
 
 
 @TS_ONLY
+def test_a_key_column_indexed_by_a_prefix_finds_only_its_own_key(ts, tsmc, make_table, containers):
+    # UNIQUE KEY(k(4)): 'abcd1' and 'abcd2' share one index entry's worth of key
+    t = make_table("id INT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(100) NOT NULL, v TEXT, "
+                   "UNIQUE KEY uk(k(4))")
+    name = containers(f"pfx_{uuid.uuid4().hex[:8]}", t, "k", "v", index="uk")
+    c = tsmc()
+    wait_for_container(c, name)
+    c.request(f"get @@{name}\r\n", value_reply(f"@@{name}", f"test/{t}".encode()) + b"END\r\n")
+    c.set("abcd1", b"one")
+    c.request("get abcd2\r\n", b"END\r\n")
+    c.request("get abcd1 abcd2 abcd\r\n", value_reply("abcd1", b"one") + b"END\r\n")
+    c.request("delete abcd2\r\n", b"NOT_FOUND\r\n")
+    c.request("incr abcd2 1\r\n", b"NOT_FOUND\r\n")
+    c.request("replace abcd2 0 0 3\r\ntwo\r\n", b"NOT_STORED\r\n")
+    # storing 'abcd2' needs the index entry 'abcd1' holds: refused, 'abcd1' untouched
+    c.send("set abcd2 0 0 3\r\ntwo\r\n")
+    assert c.recv_line().startswith(b"SERVER_ERROR"), "a duplicate on the unique prefix"
+    assert ts.sql(f"SELECT k, v FROM test.{t}") == [("abcd1", "one")]
+    c.request("delete abcd1\r\n", b"DELETED\r\n")
+    c.set("abcd2", b"two")
+    c.request("get abcd1 abcd2\r\n", value_reply("abcd2", b"two") + b"END\r\n")
+
+
+@TS_ONLY
 def test_a_row_locked_by_sql_delays_only_the_request_that_needs_it(ts, tsmc, key):
     import pymysql
     k, other = key("locked"), key("free")

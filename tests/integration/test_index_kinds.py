@@ -1,0 +1,192 @@
+"""Indexes that do not hold whole column values, and indexes that cannot look keys up at all.
+
+A prefix key part (KEY(c(3)), any key on a TEXT/BLOB column) stores only the first characters of a
+value, so the index alone cannot tell 'abcdef' from 'abcxyz'. HandlerSocket answers `= abcdef`
+with every row starting 'abc' — and deletes or updates them all. tablesocket compares each row the
+index finds with the whole values asked for, the way SQL re-checks its WHERE clause: a prefix
+index gives exactly the rows SQL's `WHERE c = 'abcdef'` (or `>`, `<`, ...) gives.
+
+FULLTEXT and SPATIAL indexes, and the hidden hash index MariaDB builds for a UNIQUE constraint too
+long for a B-tree, have no key a client could send: opening one is refused with `idxtype`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.tablesocket_only("HandlerSocket matches on the prefix alone")
+
+PREFIX_DDL = ("id int primary key, t varchar(40) character set utf8mb4 collate utf8mb4_general_ci, "
+              "n int, key tp(t(3)), key nt(n, t(2))")
+PREFIX_ROWS = [
+    (1, "abcdef", 1),
+    (2, "abcxyz", 1),
+    (3, "abc", 1),
+    (4, "ABCDEF", 2),   # equal to 'abcdef' under the case-insensitive collation
+    (5, "abd", 2),
+    (6, "ab", 2),
+    (7, "zzz", 3),
+    (8, "äbcdef", 3),   # two bytes in utf8mb4: the prefix holds characters, not bytes
+]
+
+
+def ids(reply: bytes) -> list[int]:
+    """The ids of a find reply with one column (id)."""
+    f = reply.rstrip(b"\n").split(b"\t")
+    assert f[:2] == [b"0", b"1"], reply
+    return [int(x) for x in f[2:]]
+
+
+@pytest.fixture
+def pt(make_table):
+    return make_table(PREFIX_DDL, PREFIX_ROWS)
+
+
+@pytest.fixture
+def c(hs, pt):
+    conn = hs()
+    assert conn.request(f"P\t1\ttest\t{pt}\ttp\tid\n") == b"0\t1\n"
+    assert conn.request(f"P\t2\ttest\t{pt}\tnt\tid\n") == b"0\t1\n"
+    return conn
+
+
+def sql_ids(server, table: str, where: str) -> list[int]:
+    return sorted(int(r[0]) for r in server.sql(f"SELECT id FROM test.{table} WHERE {where}"))
+
+
+class TestPrefixKeyReads:
+    def test_eq_matches_whole_values_only(self, server, c, pt):
+        # general_ci: 'ABCDEF' and 'äbcdef' equal 'abcdef', as in SQL
+        assert sorted(ids(c.request("1\t=\t1\tabcdef\t10\t0\n"))) == [1, 4, 8]
+        assert ids(c.request("1\t=\t1\tabc\t10\t0\n")) == [3]
+        assert ids(c.request("1\t=\t1\tab\t10\t0\n")) == [6]
+        assert ids(c.request("1\t=\t1\tabcdefg\t10\t0\n")) == []
+        for v in ("abcdef", "abc", "ab", "abcxyz", "abd", "äbc", "zzz"):
+            assert sorted(ids(c.request(f"1\t=\t1\t{v}\t10\t0\n"))) == sql_ids(server, pt, f"t = '{v}'"), v
+
+    def test_limit_and_offset_count_matching_rows_only(self, c):
+        both = ids(c.request("1\t=\t1\tabcdef\t10\t0\n"))
+        assert ids(c.request("1\t=\t1\tabcdef\t1\t0\n")) == both[:1]
+        assert ids(c.request("1\t=\t1\tabcdef\t1\t1\n")) == both[1:2]
+        assert ids(c.request("1\t=\t1\tabcdef\t1\t3\n")) == []
+
+    @pytest.mark.parametrize("op,sql_op", [(">", ">"), (">=", ">="), ("<", "<"), ("<=", "<=")])
+    @pytest.mark.parametrize("value", ["abcdef", "abc", "abcm", "ab", "a", "zzzz"])
+    def test_ranges_give_the_rows_sql_gives(self, server, c, pt, op, sql_op, value):
+        got = ids(c.request(f"1\t{op}\t1\t{value}\t100\t0\n"))
+        assert len(got) == len(set(got))
+        assert sorted(got) == sql_ids(server, pt, f"t {sql_op} '{value}'")
+
+    def test_two_part_key_with_a_prefix_part(self, server, c, pt):
+        assert ids(c.request("2\t=\t2\t1\tabc\t10\t0\n")) == [3]
+        assert sorted(ids(c.request("2\t=\t1\t1\t10\t0\n"))) == [1, 2, 3]
+        for op in (">", ">=", "<", "<="):
+            got = ids(c.request(f"2\t{op}\t2\t1\tabcm\t100\t0\n"))
+            assert sorted(got) == sql_ids(server, pt, f"(n, t) {op} (1, 'abcm')"), op
+
+    def test_in_finds_each_values_row_past_rows_sharing_its_prefix(self, c):
+        # 'abcxyz' shares its index entry's prefix with rows 1, 3, 4 that come before or after it
+        assert ids(c.request("1\t=\t1\t\t10\t0\t@\t0\t3\tabcxyz\tzzz\tnope\n")) == [2, 7]
+
+    def test_filters_still_apply(self, hs, pt):
+        conn = hs()
+        assert conn.request(f"P\t1\ttest\t{pt}\ttp\tid\tn\n") == b"0\t1\n"
+        assert ids(conn.request("1\t=\t1\tabcdef\t10\t0\tF\t=\t0\t2\n")) == [4]
+        assert ids(conn.request("1\t=\t1\tabcdef\t10\t0\tF\t=\t0\t3\n")) == [8]
+
+    def test_text_column_key(self, hs, make_table):
+        t = make_table("id int primary key, body text, key b(body(4))",
+                       [(1, "hello world"), (2, "hello there"), (3, "help")])
+        conn = hs()
+        assert conn.request(f"P\t1\ttest\t{t}\tb\tid\n") == b"0\t1\n"
+        assert ids(conn.request("1\t=\t1\thello there\t10\t0\n")) == [2]
+        assert ids(conn.request("1\t=\t1\thello\t10\t0\n")) == []
+        assert sorted(ids(conn.request("1\t>\t1\thello there\t10\t0\n"))) == [1, 3]
+
+    def test_reverse_last_n_within_the_whole_value(self, hs, make_table):
+        t = make_table("id int primary key, g varchar(20), s int, key gs(g(2), s)",
+                       [(1, "aaa", 1), (2, "aab", 2), (3, "aaa", 3), (4, "aab", 4)])
+        conn = hs()
+        assert conn.request(f"P\t1\ttest\t{t}\tgs\tid\n") == b"0\t1\n"
+        assert ids(conn.request("1\tL\t1\taaa\t10\t0\n")) == [3, 1]
+
+
+class TestPrefixKeyWrites:
+    def test_delete_by_prefix_key_deletes_only_the_matching_rows(self, server, hs, pt):
+        conn = hs(wr=True)
+        assert conn.request(f"P\t1\ttest\t{pt}\ttp\tid\n") == b"0\t1\n"
+        assert conn.request("1\t=\t1\tabcxyz\t10\t0\tD\n") == b"0\t1\t1\n"
+        assert sql_ids(server, pt, "1") == [1, 3, 4, 5, 6, 7, 8]
+
+    def test_update_by_prefix_key_updates_only_the_matching_rows(self, server, hs, pt):
+        conn = hs(wr=True)
+        assert conn.request(f"P\t1\ttest\t{pt}\ttp\tn\n") == b"0\t1\n"
+        assert conn.request("1\t=\t1\tabc\t10\t0\tU\t9\n") == b"0\t1\t1\n"
+        assert sql_ids(server, pt, "n = 9") == [3]
+
+    def test_timeline_merge_on_a_prefix_key_is_refused(self, hs, make_table):
+        t = make_table("id int primary key, g varchar(20), s int, key gs(g(2), s)", [(1, "aaa", 1)])
+        conn = hs()
+        assert conn.request(f"P\t1\ttest\t{t}\tgs\tid\n") == b"0\t1\n"
+        assert conn.request("1\tM-\t1\t\t10\t0\t@\t0\t1\taaa\n") == b"2\t1\tmerge\n"
+
+
+class TestIndexesWithoutLookups:
+    @pytest.mark.parametrize("ddl,index", [
+        ("id int primary key, body text, fulltext key ft(body)", "ft"),
+        ("id int primary key, p point not null, spatial key sp(p)", "sp"),
+        ("id int primary key, big blob, unique key u(big)", "u"),
+    ])
+    def test_open_is_refused(self, hs, make_table, ddl, index):
+        t = make_table(ddl)
+        conn = hs()
+        assert conn.request(f"P\t1\ttest\t{t}\t{index}\tid\n") == b"2\t1\tidxtype\n"
+        # the connection and the table's other indexes go on working
+        assert conn.request(f"P\t2\ttest\t{t}\tPRIMARY\tid\n") == b"0\t1\n"
+        assert conn.request("2\t=\t1\t1\n") == b"0\t1\n"
+
+
+
+class TestServerCheckedUniques:
+    """UNIQUE keys the server (not the engine) enforces: a long UNIQUE checked through a hash, and
+    WITHOUT OVERLAPS. The server needs a second handler for them on every write; a write into such
+    a table that SQL had not written first used to crash mariadbd."""
+
+    def test_long_unique_on_a_table_sql_never_wrote(self, server, hs, make_table):
+        t = make_table("id int primary key, big blob, n int, unique key u(big)")
+        conn = hs(wr=True)
+        assert conn.request(f"P\t1\ttest\t{t}\tPRIMARY\tid,big,n\n") == b"0\t1\n"
+        big = "x" * 3000
+        assert conn.request(f"1\t+\t3\t1\t{big}\t1\n") == b"0\t1\n"
+        assert conn.request(f"1\t+\t3\t2\t{big}\t1\n") == b"1\t1\t121\n"     # duplicate
+        assert conn.request(f"1\t+\t3\t2\t{big}y\t2\n") == b"0\t1\n"
+        # an update onto another row's value is refused; onto a new value it works
+        assert conn.request(f"1\t=\t1\t2\t1\t0\tU\t2\t{big}\t2\n") == b"1\t1\t121\n"
+        assert conn.request(f"1\t=\t1\t2\t1\t0\tU\t2\t{big}z\t2\n") == b"0\t1\t1\n"
+        # an upsert whose new id collides on the long UNIQUE updates that row
+        assert conn.request(f"1\t+=\t3\t3\t{big}\t7\n") == b"0\t1\n"
+        assert server.sql(f"SELECT id, n, length(big) FROM test.{t} ORDER BY id") == \
+            [("2", "2", "3001"), ("3", "7", "3000")]
+        assert conn.request("1\t=\t1\t3\t1\t0\tD\n") == b"0\t1\t1\n"
+        assert server.sql(f"CHECK TABLE test.{t}")[-1][-1] == "OK"
+        assert server.sql(f"SELECT COUNT(*) FROM test.{t} WHERE big = '{big}'") == [("0",)]
+
+    def test_without_overlaps(self, server, hs, make_table):
+        t = make_table("id int, s date, e date, period for app(s, e), primary key(id, app without overlaps)")
+        conn = hs(wr=True)
+        assert conn.request(f"P\t1\ttest\t{t}\tPRIMARY\tid,s,e\n") == b"0\t1\n"
+        assert conn.request("1\t+\t3\t1\t2024-01-01\t2024-02-01\n") == b"0\t1\n"
+        assert conn.request("1\t+\t3\t1\t2024-01-15\t2024-03-01\n") == b"1\t1\t121\n"
+        assert conn.request("1\t+\t3\t1\t2024-02-01\t2024-03-01\n") == b"0\t1\n"
+        assert server.sql(f"SELECT COUNT(*) FROM test.{t}") == [("2",)]
+
+    def test_indexed_virtual_column_stays_consistent(self, server, hs, make_table):
+        t = make_table("id int primary key, n int, u int unique, v int as (n * 2) virtual, key kv(v)")
+        conn = hs(wr=True)
+        assert conn.request(f"P\t1\ttest\t{t}\tPRIMARY\tid,n,u\n") == b"0\t1\n"
+        assert conn.request("1\t+\t3\t1\t5\t100\n") == b"0\t1\n"
+        assert conn.request("1\t=\t1\t1\t1\t0\tU\t1\t6\t100\n") == b"0\t1\t1\n"
+        assert conn.request("1\t+=\t3\t2\t7\t100\n") == b"0\t1\n"   # duplicate u: updates row 1
+        assert server.sql(f"SELECT id, n, v FROM test.{t}") == [("2", "7", "14")]
+        assert server.sql(f"SELECT id FROM test.{t} FORCE INDEX (kv) WHERE v = 14") == [("2",)]
+        assert server.sql(f"CHECK TABLE test.{t} EXTENDED")[-1][-1] == "OK"
