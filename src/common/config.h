@@ -30,6 +30,7 @@ struct Config {
   size_t max_output_buffer = 16 << 20;  // unsent reply bytes per connection before the connection is closed
   size_t output_high_water = 1 << 20;   // stop executing a connection's requests above this
   unsigned max_requests_per_batch = 256;  // per connection per batch (fairness)
+  unsigned max_batch_rows = 100000;       // rows a batch examines before the rest waits for the next batch
   unsigned ddl_check_interval_ms = 20;  // how often an idle worker looks for DDL waiting on its tables
   unsigned lock_wait_timeout_ms = 50000;  // how long a request waits for a metadata or row lock before an error
   std::string charset = "utf8mb4";        // character set of values sent and received

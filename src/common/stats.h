@@ -31,7 +31,10 @@ namespace tablesocket {
   X(access_denied, "requests refused for lack of a privilege")          \
   X(tls_connections, "TLS handshakes completed")                        \
   X(tls_handshake_failures, "TLS handshakes failed or timed out")       \
-  X(tls_refused, "plaintext TCP connections refused by require_tls")
+  X(tls_refused, "plaintext TCP connections refused by require_tls")      \
+  X(mc_cmd_get, "memcached keys asked for (get, gets, gat, gats, mg; a range counts its rows)") \
+  X(mc_get_hits, "memcached keys found (live rows)")                   \
+  X(mc_get_misses, "memcached keys not found or expired")
 
 struct Counters {
 #define TS_DECLARE_COUNTER(name, desc) std::atomic<uint64_t> name{0};
@@ -42,6 +45,16 @@ struct Counters {
 
   void add(std::atomic<uint64_t> &c, uint64_t n = 1) { c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
 } __attribute__((aligned(64)));
+
+/* Every worker's counters (and the acceptor's) summed: what a protocol's own statistics report
+   (memcached's "stats"). The network layer's Server implements it. */
+class Counters_source {
+ public:
+  virtual void sum_counters(Counters &out) const = 0;
+
+ protected:
+  ~Counters_source() = default;
+};
 
 }  // namespace tablesocket
 #endif

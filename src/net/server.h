@@ -33,7 +33,7 @@ struct Port {
   Fd fd;
 };
 
-class Server {
+class Server final : public Counters_source {
  public:
   explicit Server(const Config &cfg);
   ~Server();
@@ -47,7 +47,7 @@ class Server {
   void stop();
 
   /* Sums every worker's counters (and the acceptor's) into out. */
-  void sum_counters(Counters &out) const;
+  void sum_counters(Counters &out) const override;
   const Config &config() const { return cfg_; }
   /* The TLS context every TCP listener offers, or nullptr when no certificate is configured. */
   const Tls_context *tls_context() const { return tls_.get(); }

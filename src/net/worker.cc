@@ -95,7 +95,7 @@ void Worker::run() {
       char name[64];
       snprintf(name, sizeof name, "tablesocket worker %u", id_);
       std::unique_ptr<Store> store = make_mariadb_store(counters_, name, cfg_.charset.c_str(),
-                                                         cfg_.privilege_check_interval_ms);
+                                                         cfg_.privilege_check_interval_ms, cfg_.max_batch_rows);
       if (store) {
         serve(*store);
         for (auto &c : conns_) close_connection(*c);
@@ -151,7 +151,7 @@ void Worker::adopt_new_connections() {
 
 void Worker::start_session(Connection &c) {
   if (c.port->protocol == Protocol::mc)
-    c.session = std::make_unique<Mc_session>(*store_, cfg_, c.peer, counters_);
+    c.session = std::make_unique<Mc_session>(*store_, cfg_, c.peer, counters_, &server_);
   else
     c.session = std::make_unique<Hs_session>(*store_, cfg_, c.port->hs_policy, c.peer, counters_);
 }
@@ -529,13 +529,24 @@ void Worker::serve(Store &store) {
       batch_.swap(pending_);
       pending_.clear();
       for (Connection *c : batch_) c->pending = false;
+      /* The connection whose requests spent the batch's row budget goes last in the next batch,
+         behind the ones deferred for it. */
+      Connection *spent_by = nullptr;
       for (Connection *c : batch_) {
         if (c->dead) continue;
         if (!c->session) {  // hung up before its transport was settled: nothing to answer
           close_connection(*c);
           continue;
         }
+        if (store.batch_budget_spent()) {
+          mark_pending(*c);  // runs first thing in the next batch
+          continue;
+        }
         Session_outcome o = c->session->run(c->in, c->out, cfg_.max_requests_per_batch);
+        if (o == Session_outcome::yielded && store.batch_budget_spent() && !spent_by) {
+          spent_by = c;
+          o = Session_outcome::idle;  // marked pending after the loop
+        }
         /* Replies to reads need no commit: send them now rather than after the whole batch.
            Anything after a write waits for the commit (a reply to a write means it is durable). */
         if (!c->session->wrote_in_batch && !c->out.empty()) flush_output(*c);
@@ -550,6 +561,14 @@ void Worker::serve(Store &store) {
             break;
           case Session_outcome::close: c->close_after_flush = true; c->in.clear(); break;
         }
+      }
+      if (spent_by && !spent_by->dead) {
+        /* Last in line, even if flushing its replies already queued it again. */
+        if (spent_by->pending) {
+          pending_.erase(std::find(pending_.begin(), pending_.end(), spent_by));
+          spent_by->pending = false;
+        }
+        if (!spent_by->close_after_flush) mark_pending(*spent_by);
       }
       store.end_batch();
       counters_.add(counters_.batches);

@@ -24,7 +24,7 @@ Server *g_server = nullptr;
 char *sv_address;
 unsigned sv_hs_port, sv_hs_port_wr, sv_threads, sv_backlog, sv_max_connections, sv_idle_timeout;
 unsigned sv_max_request_size, sv_max_tokens, sv_max_open_indexes, sv_max_output_buffer;
-unsigned sv_output_high_water, sv_max_requests_per_batch, sv_ddl_check_interval, sv_lock_wait_timeout;
+unsigned sv_output_high_water, sv_max_requests_per_batch, sv_max_batch_rows, sv_ddl_check_interval, sv_lock_wait_timeout;
 char *sv_plain_secret, *sv_plain_secret_wr, *sv_character_set;
 unsigned sv_mc_port, sv_mc_max_range_rows, sv_mc_max_value_size;
 char *sv_mc_socket, *sv_mc_config_schema;
@@ -104,6 +104,13 @@ MYSQL_SYSVAR_UINT(max_requests_per_batch, sv_max_requests_per_batch, PLUGIN_VAR_
                   "Maximum pipelined requests executed from one connection in one batch, so that one "
                   "deep pipeline cannot starve the other connections of its worker.",
                   nullptr, nullptr, kDefaults.max_requests_per_batch, 1, 1000000, 0);
+MYSQL_SYSVAR_UINT(max_batch_rows, sv_max_batch_rows, PLUGIN_VAR_READONLY,
+                  "Rows a worker's batch may examine (read from an index, whether returned, filtered "
+                  "out or skipped by an offset) before the requests still waiting in it are deferred to "
+                  "the next batch: the batch commits and DDL gets its turn. Bounds how long one client's "
+                  "pipelined scans hold up the other clients of its worker; a single request is never "
+                  "cut short.",
+                  nullptr, nullptr, kDefaults.max_batch_rows, 100, 1U << 31, 0);
 MYSQL_SYSVAR_UINT(ddl_check_interval, sv_ddl_check_interval, PLUGIN_VAR_READONLY,
                   "Milliseconds between checks for DDL or FLUSH TABLES waiting on a table a worker "
                   "holds open; the table is then closed so the DDL proceeds. Bounds the extra wait DDL "
@@ -199,7 +206,7 @@ struct st_mysql_sys_var *system_variables[] = {
     MYSQL_SYSVAR(backlog), MYSQL_SYSVAR(max_connections), MYSQL_SYSVAR(idle_timeout),
     MYSQL_SYSVAR(max_request_size), MYSQL_SYSVAR(max_tokens), MYSQL_SYSVAR(max_open_indexes),
     MYSQL_SYSVAR(max_output_buffer), MYSQL_SYSVAR(output_high_water),
-    MYSQL_SYSVAR(max_requests_per_batch), MYSQL_SYSVAR(ddl_check_interval),
+    MYSQL_SYSVAR(max_requests_per_batch), MYSQL_SYSVAR(max_batch_rows), MYSQL_SYSVAR(ddl_check_interval),
     MYSQL_SYSVAR(lock_wait_timeout), MYSQL_SYSVAR(character_set), MYSQL_SYSVAR(plain_secret),
     MYSQL_SYSVAR(plain_secret_wr), MYSQL_SYSVAR(require_auth), MYSQL_SYSVAR(anonymous_account),
     MYSQL_SYSVAR(allow_cleartext_passwords), MYSQL_SYSVAR(privilege_check_interval),
@@ -270,6 +277,7 @@ Config config_from_sysvars() {
   c.max_output_buffer = sv_max_output_buffer;
   c.output_high_water = sv_output_high_water;
   c.max_requests_per_batch = sv_max_requests_per_batch;
+  c.max_batch_rows = sv_max_batch_rows;
   c.ddl_check_interval_ms = sv_ddl_check_interval;
   c.lock_wait_timeout_ms = sv_lock_wait_timeout;
   c.charset = sv_character_set && *sv_character_set ? sv_character_set : "utf8mb4";

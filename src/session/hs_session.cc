@@ -126,7 +126,7 @@ Hs_session::Outcome Hs_session::run(Byte_buffer &in, Byte_buffer &out, unsigned 
     ++done;
   }
   while (!in.empty()) {
-    if (done >= max_requests || out.size() >= cfg_.output_high_water) return Outcome::yielded;
+    if (done >= max_requests || store_.batch_budget_spent() || out.size() >= cfg_.output_high_water) return Outcome::yielded;
     hs::Request req;
     hs::Parse_result pr = hs::parse_request(in.data(), in.size(), limits, scratch_, &req);
     switch (pr.status) {

@@ -122,8 +122,13 @@ Mc_session::Open_container *Mc_session::resolve(std::string_view key, std::strin
   return oc;
 }
 
+/* Cells per row a container's reads capture: key, values, then flags, cas, expiry if it has them. */
+static size_t row_cells(const Kv_layout &l) {
+  return 1 + l.nvalues + (l.flags >= 0) + (l.cas >= 0) + (l.expiry >= 0);
+}
+
 void Mc_session::decode_items(const Kv_layout &l, const Captured_rows &rows, std::vector<Item> &items) {
-  const size_t nc = 1 + l.nvalues + (l.flags >= 0) + (l.cas >= 0) + (l.expiry >= 0);
+  const size_t nc = row_cells(l);
   const int64_t now = l.expiry >= 0 ? int64_t(time(nullptr)) : 0;
   for (size_t r = 0; r + nc <= rows.ncells(); r += nc) {
     int64_t expiry = 0;
@@ -239,10 +244,26 @@ Store_status Mc_session::range(Open_container &oc, std::string_view spec, std::v
     fr.filters = &stop;
     fr.nfilters = 1;
   }
-  capture_.clear();
-  Store_status st = store_.find(oc.idx, fr, capture_);
-  if (!st.ok()) return st;
-  decode_items(oc.def.layout, capture_, items);
+  /* Expired rows are misses and do not count towards the limit: when some of a page were expired,
+     the next page starts after its last row. Pages are bounded, so a range of nothing but expired
+     rows costs a bounded amount of work. */
+  constexpr int kMaxPages = 16;
+  const size_t first_item = items.size(), nc = row_cells(oc.def.layout);
+  std::string last_key;
+  for (int page = 0; page < kMaxPages; ++page) {
+    const size_t have = items.size() - first_item;
+    if (have >= cfg_.mc_max_range_rows) break;
+    fr.limit = uint32_t(cfg_.mc_max_range_rows - have);
+    capture_.clear();
+    Store_status st = store_.find(oc.idx, fr, capture_);
+    if (!st.ok()) return st;
+    decode_items(oc.def.layout, capture_, items);
+    const size_t rows = capture_.ncells() / nc;
+    if (rows < fr.limit || rows == 0) break;  // the range has no more rows
+    last_key.assign(capture_.cell((rows - 1) * nc));
+    start = Datum{last_key.data(), last_key.size()};
+    fr.op = Find_op::gt;
+  }
   return {};
 }
 
@@ -339,7 +360,7 @@ Session_outcome Mc_session::run(Byte_buffer &in, Byte_buffer &out, unsigned max_
       in.consume(mc::swallow_step(&swallow_, in.size()));
       continue;
     }
-    if (done >= max_requests || out.size() >= cfg_.output_high_water) return Session_outcome::yielded;
+    if (done >= max_requests || store_.batch_budget_spent() || out.size() >= cfg_.output_high_water) return Session_outcome::yielded;
     mc::Mc_parse_result pr = mc::parse_request(in.data(), in.size(), limits, &rq_);
     switch (pr.status) {
       case mc::Mc_parse_status::need_more:
@@ -473,6 +494,7 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
   std::vector<Open_container *> &owner = owners_;  // the container of each item (gat/gats touch it there)
   owner.clear();
   size_t gathered = 0;                   // reply bytes so far
+  uint64_t asked = 0, found = 0;         // for stats: keys asked for and found (a range: its rows)
   for (std::string_view key : rq.keys) {
     std::string_view row_key;
     Store_status st;
@@ -496,11 +518,14 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
         mc::encode_client_error(out, "bad range in key");
         return Exec::done;
       }
+      asked += items_.size() - first;
     } else {
       st = lookup(*oc, &row_key, 1, items_);
       if (items_.size() > first) items_.back().reply_key.assign(key);  // memcached echoes the key as asked
+      ++asked;
     }
     if (!st.ok()) return server_error(st, out, false);
+    found += items_.size() - first;
     for (size_t n = first; n < items_.size(); ++n)
       gathered += items_[n].value.size() + items_[n].key.size() + items_[n].reply_key.size() + 64;
     owner.resize(items_.size(), oc);
@@ -530,6 +555,7 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
                      with_cas ? cas_of(it) : 0);
   mc::encode_reply(out, Mc_reply::end);
   counters_.add(counters_.rows_read, items_.size());
+  count_gets(asked, found);
   return Exec::done;
 }
 
@@ -677,17 +703,33 @@ Mc_session::Exec Mc_session::exec_flush(const Mc_request &rq, Byte_buffer &out) 
 
 Mc_session::Exec Mc_session::exec_stats(const Mc_request &rq, Byte_buffer &out) {
   if (rq.nstats_args == 0) {
+    /* Server-wide figures (every worker, both protocols' connections), as memcached's are
+       process-wide. */
+    Counters sum;
+    if (all_counters_) {
+      all_counters_->sum_counters(sum);
+    } else {
+#define TS_COPY(name, desc) sum.name.store(counters_.name.load());
+      TABLESOCKET_COUNTERS(TS_COPY)
+#undef TS_COPY
+      sum.connections.store(counters_.connections.load());
+    }
+    const int64_t live = sum.connections.load();
     mc::encode_stat(out, "pid", uint64_t(getpid()));
     mc::encode_stat(out, "time", uint64_t(time(nullptr)));
     mc::encode_stat(out, "version", "1.6.18");
     mc::encode_stat(out, "pointer_size", uint64_t(8 * sizeof(void *)));
-    mc::encode_stat(out, "curr_connections", uint64_t(counters_.connections.load()));
-    mc::encode_stat(out, "total_connections", counters_.connections_total.load());
-    mc::encode_stat(out, "cmd_get", counters_.requests_find.load());
-    mc::encode_stat(out, "cmd_set", counters_.requests_insert.load());
-    mc::encode_stat(out, "get_hits", counters_.rows_read.load());
-    mc::encode_stat(out, "rows_written", counters_.rows_written.load());
-    mc::encode_stat(out, "errors", counters_.errors.load());
+    mc::encode_stat(out, "threads", uint64_t(cfg_.threads));
+    mc::encode_stat(out, "curr_connections", uint64_t(live > 0 ? live : 0));
+    mc::encode_stat(out, "total_connections", sum.connections_total.load());
+    mc::encode_stat(out, "rejected_connections", sum.connections_rejected.load());
+    mc::encode_stat(out, "cmd_get", sum.mc_cmd_get.load());
+    mc::encode_stat(out, "cmd_set", sum.requests_insert.load());
+    mc::encode_stat(out, "get_hits", sum.mc_get_hits.load());
+    mc::encode_stat(out, "get_misses", sum.mc_get_misses.load());
+    mc::encode_stat(out, "rows_read", sum.rows_read.load());
+    mc::encode_stat(out, "rows_written", sum.rows_written.load());
+    mc::encode_stat(out, "errors", sum.errors.load());
     mc::encode_stat(out, "engine", "tablesocket (MariaDB tables)");
     mc::encode_reply(out, Mc_reply::end);
     return Exec::done;
@@ -719,6 +761,7 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
   clear_items();
   st = lookup(*oc, &row_key, 1, items_);
   if (!st.ok()) return server_error(st, out, false);
+  count_gets(1, items_.size());
   if (items_.empty()) {
     if (!rq.noreply) mc::encode_meta(out, Mc_meta_code::en, rq, nullptr);
     return Exec::done;

@@ -21,8 +21,12 @@ namespace tablesocket {
 
 class Mc_session final : public Session {
  public:
-  Mc_session(Store &store, const Config &cfg, const Peer &peer, Counters &counters)
-      : Session(peer), store_(store), cfg_(cfg), counters_(counters), auth_(store, cfg, peer, counters) {}
+  /* counters: this worker's (the session adds to them); all: the whole server's, for "stats"
+     (null: this worker's only). */
+  Mc_session(Store &store, const Config &cfg, const Peer &peer, Counters &counters,
+             const Counters_source *all = nullptr)
+      : Session(peer), store_(store), cfg_(cfg), counters_(counters), all_counters_(all),
+        auth_(store, cfg, peer, counters) {}
   Session_outcome run(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) override;
   bool parked() const override { return parked_; }
   bool awaiting_login() const override { return !auth_.has_account() && login_required(cfg_); }
@@ -35,6 +39,11 @@ class Mc_session final : public Session {
 
  private:
   enum class Exec : uint8_t { done, park, close };
+  void count_gets(uint64_t asked, uint64_t found) {
+    counters_.add(counters_.mc_cmd_get, asked);
+    counters_.add(counters_.mc_get_hits, found);
+    counters_.add(counters_.mc_get_misses, asked - found);
+  }
   struct Open_container {
     Mc_container def;
     Open_index idx;
@@ -87,6 +96,7 @@ class Mc_session final : public Session {
   Store &store_;
   const Config &cfg_;
   Counters &counters_;
+  const Counters_source *all_counters_;
   Auth_state auth_;               // before open_: its account outlives the open containers
   Principal *principal_ = nullptr;  // the account requests run as (null: no privilege checks)
   Mc_containers containers_;

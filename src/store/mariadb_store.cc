@@ -320,6 +320,7 @@ void Mariadb_store::end_batch() {
     backup_locked_ = false;
   }
   in_batch_ = false;
+  rows_examined_ = 0;
   clear_diagnostics();
   /* What the batch's statements allocated on the THD's arena (as SQL frees it after each
      statement): e.g. the second handler a table with a long UNIQUE needs for its writes. */
@@ -681,10 +682,11 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
         default: r = HA_ERR_END_OF_FILE;
       }
     }
+    ++rows_examined_;
     const bool stepped_in_value = same_in_value;
     same_in_value = false;
     if (r == 0) {
-      if (recheck && !key_matches()) {
+      if ((recheck && !key_matches()) || history_row(t)) {
         same_in_value = req.has_in;  // this IN value's matching row may still come
         continue;
       }
@@ -757,8 +759,8 @@ bool wait_for_server_start(const std::atomic<bool> &stop) {
 }
 
 std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name, const char *charset,
-                                          unsigned privilege_check_interval_ms) {
-  auto st = std::make_unique<Mariadb_store>(counters, privilege_check_interval_ms);
+                                          unsigned privilege_check_interval_ms, uint64_t max_batch_rows) {
+  auto st = std::make_unique<Mariadb_store>(counters, privilege_check_interval_ms, max_batch_rows);
   if (!st->attach(thread_name, charset)) return nullptr;  // attach() logged why
   return st;
 }

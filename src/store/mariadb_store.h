@@ -62,8 +62,8 @@ class Mariadb_principal final : public Principal {
 
 class Mariadb_store final : public Store {
  public:
-  Mariadb_store(Counters &c, unsigned privilege_check_interval_ms)
-      : counters_(c), privilege_check_interval_ms_(privilege_check_interval_ms) {}
+  Mariadb_store(Counters &c, unsigned privilege_check_interval_ms, uint64_t max_batch_rows)
+      : counters_(c), privilege_check_interval_ms_(privilege_check_interval_ms), max_batch_rows_(max_batch_rows) {}
   ~Mariadb_store() override;
   /* Attaches a new THD to the calling thread; false (logged) if that fails. */
   bool attach(const char *thread_name, const char *charset);
@@ -82,6 +82,7 @@ class Mariadb_store final : public Store {
   void yield_to_ddl() override;
   bool killed() override;
   size_t open_table_count() const override { return open_tables_; }
+  bool batch_budget_spent() const override { return rows_examined_ >= max_batch_rows_; }
 
  protected:
   void release_slot(uint32_t slot) override;
@@ -133,6 +134,9 @@ class Mariadb_store final : public Store {
     if (key_buf_.size() < k.key_length + 8) key_buf_.resize(k.key_length + 8);
     return key_buf_.data();
   }
+  /* A system-versioned table's history row (its row end is in the past): SQL does not show it
+     unless asked FOR SYSTEM_TIME, and neither do we. */
+  static bool history_row(TABLE *t) { return t->versioned() && !t->vers_end_field()->is_max(); }
   void emit_row(TABLE *t, const Open_index &idx, Row_sink &sink);
   Store_status prepare_filters(TABLE *t, const Open_index &idx, const Find_request &req);
   int check_filters(TABLE *t, const Open_index &idx, const Find_request &req);
@@ -167,10 +171,23 @@ class Mariadb_store final : public Store {
   Store_status upsert_existing(TABLE *t, const Open_index &idx, const Datum *values, uint32_t n,
                                int dup_error, Insert_result *result);
   int modify_row(TABLE *t, const Open_index &idx, const Modify_request &mod);
+  /* Every row written goes through one of these three, which do what SQL does around the engine's
+     call: refuse a table whose triggers would be skipped, check CHECK constraints, keep a
+     system-versioned table's history. 0, a handler error, or kBadValue (message in last_error_).
+     write_new_row: record[0] is the row. write_changed_row: record[1] is the row as read, record[0]
+     as it becomes (unchanged counts as done). remove_row: record[0] is the row as read. */
+  int write_new_row(TABLE *t);
+  int write_changed_row(TABLE *t);
+  int remove_row(TABLE *t);
+  /* kBadValue with the server's message when t has triggers for event (they would not run). */
+  int refuse_triggers(TABLE *t, int event);
+  int row_rejected();  // kBadValue, last_error_ = the server's message (or a generic one)
   bool halloween_risk(TABLE *t, const Open_index &idx, const Modify_request &mod) const;
 
   Counters &counters_;
   unsigned privilege_check_interval_ms_;
+  uint64_t max_batch_rows_;
+  uint64_t rows_examined_ = 0;  // in the current batch (index reads, whatever became of the row)
   THD *thd_ = nullptr;
   bool thread_inited_ = false;
   CHARSET_INFO *client_cs_ = &my_charset_bin;

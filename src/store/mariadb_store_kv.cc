@@ -88,8 +88,7 @@ Store_status Mariadb_store::kv_set_row(TABLE *t, const Open_index &idx, const Kv
     if (!compare_record(t)) return {};
     if (t->default_field) t->evaluate_update_default_function();
     if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return Store_status::of(Store_errc::bad_value);
-    r = h->ha_update_row(t->record[1], t->record[0]);
-    if (r == HA_ERR_RECORD_IS_THE_SAME) r = 0;
+    r = write_changed_row(t);
   } else {
     if (missing_required_values(t)) {
       Store_status e = Store_status::of(Store_errc::bad_value);
@@ -98,7 +97,12 @@ Store_status Mariadb_store::kv_set_row(TABLE *t, const Open_index &idx, const Kv
     }
     if (t->default_field && t->update_default_fields(false)) return Store_status::of(Store_errc::bad_value);
     if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return Store_status::of(Store_errc::bad_value);
-    r = h->ha_write_row(t->record[0]);
+    r = write_new_row(t);
+  }
+  if (r == kBadValue) {
+    Store_status e = Store_status::of(Store_errc::bad_value);
+    e.message = last_error_;
+    return e;
   }
   return r ? Store_status::of(Store_errc::handler_error, r) : Store_status{};
 }
@@ -125,7 +129,7 @@ Store_status Mariadb_store::kv_write(Open_index &idx, const Kv_layout &layout, c
   int r = h->ha_index_init(idx.index_no_, true);
   if (!r) r = h->ha_index_read_map(t->record[0], key_buf_.data(), 1, HA_READ_KEY_EXACT);
   /* A key column indexed by a prefix only: the row must hold this very key, not just its prefix. */
-  while (!r && key_has_prefix_parts_ && full_key_cmp(k, 1) != 0)
+  while (!r && ((key_has_prefix_parts_ && full_key_cmp(k, 1) != 0) || history_row(t)))
     r = h->ha_index_next_same(t->record[0], key_buf_.data(), key_len);
   const bool present = r == 0;
   if (r && r != HA_ERR_KEY_NOT_FOUND && r != HA_ERR_END_OF_FILE) {
@@ -222,15 +226,16 @@ Store_status Mariadb_store::kv_write(Open_index &idx, const Kv_layout &layout, c
       f->store(longlong(req.expiry), true);
       f->set_has_explicit_value();
       if (compare_record(t)) {
-        int e = h->ha_update_row(t->record[1], t->record[0]);
-        if (e && e != HA_ERR_RECORD_IS_THE_SAME) st = Store_status::of(Store_errc::handler_error, e);
+        int e = write_changed_row(t);
+        if (e == kBadValue) st = Store_status::of(Store_errc::bad_value);
+        else if (e) st = Store_status::of(Store_errc::handler_error, e);
       }
       break;
     }
     case Kv_op::remove:
       if (!present) { res->outcome = Kv_outcome::not_found; break; }
       /* An expired row is deleted too, but reported as absent. */
-      if (int e = h->ha_delete_row(t->record[0])) st = Store_status::of(Store_errc::handler_error, e);
+      if (int e = remove_row(t)) st = Store_status::of(e == kBadValue ? Store_errc::bad_value : Store_errc::handler_error, e);
       res->outcome = live ? Kv_outcome::deleted : Kv_outcome::not_found;
       break;
   }

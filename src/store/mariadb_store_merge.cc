@@ -153,7 +153,8 @@ Store_status Mariadb_store::merge(Open_index &idx, const Find_request &req, Row_
       if (r == HA_ERR_END_OF_FILE || r == HA_ERR_KEY_NOT_FOUND) { positioned = -1; return 0; }
       if (r) return r;
       positioned = int(g);
-      int fr = req.nfilters ? check_filters(t, idx, req) : 0;
+      ++rows_examined_;
+      int fr = history_row(t) ? 1 : req.nfilters ? check_filters(t, idx, req) : 0;
       if (fr < 0) return 0;  // W: this group is done
       if (fr == 0) break;
       r = desc ? h->ha_index_prev(rec) : h->ha_index_next(rec);

@@ -9,6 +9,9 @@
    DEFAULT CURRENT_TIMESTAMP and ON UPDATE CURRENT_TIMESTAMP. */
 #include "store/mariadb_store.h"
 
+#include "sql_insert.h"   // vers_insert_history_row()
+#include "sql_trigger.h"  // Table_triggers_list
+
 #include <cstdlib>
 
 #include "sql_cache.h"
@@ -37,6 +40,55 @@ static int read_virtual_columns_of_record1(TABLE *t) {
   int e = t->update_virtual_fields(t->file, VCOL_UPDATE_FOR_REPLACE);
   t->move_fields(t->field, t->record[0], t->record[1]);
   return e;
+}
+
+int Mariadb_store::row_rejected() {
+  if (thd_->get_stmt_da()->is_error())
+    last_error_ = thd_->get_stmt_da()->message();
+  else
+    last_error_ = "row rejected";
+  return kBadValue;
+}
+
+int Mariadb_store::refuse_triggers(TABLE *t, int event) {
+  Table_triggers_list *tr = t->triggers;
+  if (!tr) return 0;
+  const trg_event_type ev = trg_event_type(event);
+  if (!tr->has_triggers(ev, TRG_ACTION_BEFORE) && !tr->has_triggers(ev, TRG_ACTION_AFTER)) return 0;
+  /* A trigger may read or write other tables, which SQL opens and locks with the statement; a
+     worker cannot. Skipping it silently (HandlerSocket's way) would break what it guarantees. */
+  static const char *const names[] = {"INSERT", "UPDATE", "DELETE"};
+  last_error_ = std::string("table '") + t->s->table_name.str + "' has " + names[event] +
+                " triggers, which tablesocket does not run: write it through SQL";
+  return kBadValue;
+}
+
+int Mariadb_store::write_new_row(TABLE *t) {
+  if (int e = refuse_triggers(t, TRG_EVENT_INSERT)) return e;
+  if (t->versioned()) t->vers_update_fields();  // row start = now, row end = the end of time
+  if (t->check_constraints && t->verify_constraints(false) == VIEW_CHECK_ERROR) return row_rejected();
+  return t->file->ha_write_row(t->record[0]);
+}
+
+int Mariadb_store::write_changed_row(TABLE *t) {
+  if (int e = refuse_triggers(t, TRG_EVENT_UPDATE)) return e;
+  if (t->versioned()) t->vers_update_fields();
+  if (t->check_constraints && t->verify_constraints(false) == VIEW_CHECK_ERROR) return row_rejected();
+  int e = t->file->ha_update_row(t->record[1], t->record[0]);
+  if (e == HA_ERR_RECORD_IS_THE_SAME) return 0;
+  if (!e && t->versioned(VERS_TIMESTAMP)) {
+    /* The row as it was becomes history, ending now (a TRX_ID-versioned table's engine does this). */
+    store_record(t, record[2]);
+    e = vers_insert_history_row(t);
+    restore_record(t, record[2]);
+  }
+  return e;
+}
+
+int Mariadb_store::remove_row(TABLE *t) {
+  if (int e = refuse_triggers(t, TRG_EVENT_DELETE)) return e;
+  /* A system-versioned row is not deleted: its row end is set to now (it becomes history). */
+  return t->versioned() ? t->delete_row<false>(true) : t->file->ha_delete_row(t->record[0]);
 }
 
 Store_status Mariadb_store::begin_write(Table_slot &s) {
@@ -219,10 +271,9 @@ Store_status Mariadb_store::insert(Open_index &idx, const Datum *values, uint32_
   if (!r && t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) r = kBadValue;
   if (r == kBadValue && last_error_.empty() && thd_->get_stmt_da()->is_error())
     last_error_ = thd_->get_stmt_da()->message();
-  if (!r && !updated_existing && t->versioned()) t->vers_update_fields();
   if (!r && !updated_existing) {
     if (upsert) h->extra(HA_EXTRA_INSERT_WITH_UPDATE);  // exclusive lock on a duplicate row
-    r = h->ha_write_row(t->record[0]);
+    r = write_new_row(t);
     result->has_insert_id = t->found_next_number_field != nullptr;
     result->insert_id = h->insert_id_for_cur_row;
     if (upsert && (r == HA_ERR_FOUND_DUPP_KEY || r == HA_ERR_FOUND_DUPP_UNIQUE)) {
@@ -294,8 +345,13 @@ Store_status Mariadb_store::update_existing(TABLE *t, const Open_index &idx, con
   if (!compare_record(t)) return {};
   if (t->default_field) t->evaluate_update_default_function();
   if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return Store_status::of(Store_errc::bad_value);
-  int e = h->ha_update_row(t->record[1], t->record[0]);
-  if (e && e != HA_ERR_RECORD_IS_THE_SAME) return Store_status::of(Store_errc::handler_error, e);
+  int e = write_changed_row(t);
+  if (e == kBadValue) {
+    Store_status st = Store_status::of(Store_errc::bad_value);
+    st.message = last_error_;
+    return st;
+  }
+  if (e) return Store_status::of(Store_errc::handler_error, e);
   return {};
 }
 
@@ -318,7 +374,7 @@ bool Mariadb_store::halloween_risk(TABLE *t, const Open_index &idx, const Modify
 
 int Mariadb_store::modify_row(TABLE *t, const Open_index &idx, const Modify_request &mod) {
   handler *h = t->file;
-  if (mod.op == Modify_op::remove) return h->ha_delete_row(t->record[0]);
+  if (mod.op == Modify_op::remove) return remove_row(t);
   store_record(t, record[1]);
   t->reset_default_fields();
   const uint32_t n = mod.nvalues < idx.columns_.size() ? mod.nvalues : uint32_t(idx.columns_.size());
@@ -353,8 +409,7 @@ int Mariadb_store::modify_row(TABLE *t, const Open_index &idx, const Modify_requ
   if (!compare_record(t)) return 0;  // unchanged: counted as modified, as HandlerSocket does
   if (t->default_field) t->evaluate_update_default_function();
   if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return kBadValue;
-  int r = h->ha_update_row(t->record[1], t->record[0]);
-  return r == HA_ERR_RECORD_IS_THE_SAME ? 0 : r;
+  return write_changed_row(t);
 }
 
 Store_status Mariadb_store::modify(Open_index &idx, const Find_request &req, const Modify_request &mod,

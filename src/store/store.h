@@ -238,6 +238,10 @@ class Store {
   /* Between batches: closes tables that DDL or FLUSH TABLES is waiting for, and tables no open
      index refers to. Cheap when there is nothing to do. */
   virtual void yield_to_ddl() = 0;
+  /* True once the current batch has examined more rows than Config::max_batch_rows: the worker
+     then ends the batch (commits, lets DDL through) and runs the remaining requests in the next
+     one, so one client's scans delay the others by about one request, not a pipeline of them. */
+  virtual bool batch_budget_spent() const = 0;
   /* True when the server asked this worker's thread to stop (shutdown). */
   virtual bool killed() = 0;
   virtual size_t open_table_count() const = 0;
@@ -272,7 +276,8 @@ bool wait_for_server_start(const std::atomic<bool> &stop);
 /* Creates the MariaDB-backed store for the calling worker thread (attaches a THD to it).
    Returns nullptr and logs when the thread cannot be set up. */
 std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name,
-                                          const char *charset, unsigned privilege_check_interval_ms);
+                                          const char *charset, unsigned privilege_check_interval_ms,
+                                          uint64_t max_batch_rows);
 
 }  // namespace tablesocket
 #endif

@@ -669,8 +669,10 @@ class TestHSQuirks:
 
     @pytest.mark.tablesocket_only("numbers must be all digits")
     def test_numbers_must_be_digits_ts(self, c):
-        # A limit/offset that is not all digits is not a limit: it is read as a modify op.
-        assert c.request("1\t>=\t1\t1\t-2\t0\n") == b"2\t1\tmodop\n"
+        # A limit/offset that is not all digits is not a limit: it is read as a modify op; a
+        # negative number is a limit (or offset) out of range.
+        assert c.request("1\t>=\t1\t1\t-2\t0\n") == b"2\t1\tlimit\n"
+        assert c.request("1\t>=\t1\t1\t2\t-1\n") == b"2\t1\toffset\n"
         assert c.request("1\t>=\t1\t1\t1x0\t0\n") == b"2\t1\tmodop\n"
         assert c.request("1\t>=\t1\t1\t2\t+1\n") == b"2\t1\tmodop\n"
         assert c.request("1\t>=\tx1\t5\t9\t0\n") == b"2\t1\tklen\n"

@@ -422,3 +422,37 @@ def test_several_increments_waiting_on_one_locked_row_all_apply_after_commit(srv
         for w in waiters:
             w.close()
         sql.close()
+
+
+# --------------------------------------------------------------------------------------------------
+# one client's long scans
+
+
+def test_pipelined_full_table_scans_hold_up_another_client_by_about_one_scan(srv):
+    """A client pipelines 12 requests that each examine every row of a 300,000-row table (a filter
+    nothing passes). The batch stops taking requests once it has examined tablesocket_max_batch_rows
+    rows, so the other client's point read (same worker) waits for about one scan, not twelve."""
+    t = "scan_big"
+    srv.exec_sql(f"DROP TABLE IF EXISTS {t}")
+    srv.exec_sql(f"CREATE TABLE {t} (k int primary key, v varchar(8)) ENGINE=InnoDB")
+    srv.exec_sql(f"INSERT INTO {t} SELECT seq, 'x' FROM seq_1_to_300000")
+    assert int(h.variable(srv, "tablesocket_max_batch_rows")) < 300000
+    scanner = h.HSConn(srv.hs_port, timeout=60)
+    assert scanner.request(f"P\t1\ttest\t{t}\tPRIMARY\tk,v\tv\n") == b"0\t1\n"
+    assert scanner.request("1\t>=\t1\t0\t1\t0\tF\t=\t0\tnone\n") == b"0\t2\n"  # warm the buffer pool
+    other = h.hs_open(srv.hs_port, t, "k,v")
+    n = 12
+    t0 = time.monotonic()
+    scanner.send("1\t>=\t1\t0\t1\t0\tF\t=\t0\tnone\n" * n)
+    time.sleep(0.02)  # the scans are under way
+    t1 = time.monotonic()
+    assert other.request("1\t=\t1\t7\n") == b"0\t2\t7\tx\n"
+    waited = time.monotonic() - t1
+    replies = scanner.recv_lines(n, timeout=60)
+    total = time.monotonic() - t0
+    assert replies == [b"0\t2\n"] * n
+    print(f"{n} scans took {total * 1e3:.0f} ms; the point read waited {waited * 1e3:.0f} ms")
+    assert waited < total / 3, f"the point read waited {waited:.2f} s of the scans' {total:.2f} s"
+    scanner.close()
+    other.close()
+    srv.exec_sql(f"DROP TABLE {t}")

@@ -1049,12 +1049,7 @@ def test_version_and_stats(run, client):
     assert r["stats_pid"] == str(run.pid)  # tablesocket: mariadbd's
 
 
-STATS_BUG = ("stats counters are not memcached's: cmd_get counts get commands instead of keys, get_hits is "
-             "the worker's rows read (writes' reads too) and can exceed cmd_get, get_misses is missing, "
-             "total_connections is always 0 while curr_connections is not")
-
-
-@clients(("pylibmc", STATS_BUG), ("php-memcached", STATS_BUG), only=LIBMEMCACHED)
+@clients(only=LIBMEMCACHED)
 def test_stats_counts_get_hits_and_misses_per_key(run, client):
     assert run.r["stats_delta"] == {"cmd_get": 3, "get_hits": 1, "get_misses": 2}
 

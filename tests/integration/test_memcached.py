@@ -820,8 +820,6 @@ def test_stats_lists_stat_lines_then_end(mc):
     c.request("stats reset\r\n", b"RESET\r\n")
 
 
-@on_targets(bug="stats shows the counters of the worker thread that serves the connection: "
-                "curr_connections misses the other workers' connections, total_connections stays 0")
 def test_stats_counts_every_connection(target, mc):
     others = [mc() for _ in range(6)]
     for o in others:
@@ -832,6 +830,23 @@ def test_stats_counts_every_connection(target, mc):
     assert int(stats[b"curr_connections"]) >= len(others) + 1, stats
     assert int(stats[b"total_connections"]) >= int(stats[b"curr_connections"]), stats
 
+
+
+def test_stats_count_keys_hits_and_misses(mc, key):
+    c = mc()
+    hit, miss = key("hit"), key("miss")
+    c.set(hit, b"v")
+
+    def stats():
+        c.send("stats\r\n")
+        st = dict(re.findall(rb"STAT (\S+) (\S+)\r\n", c.recv_until()))
+        return {k: int(st[k.encode()]) for k in ("cmd_get", "get_hits", "get_misses")}
+    s0 = stats()
+    c.request(f"get {hit} {miss} {miss}\r\n", value_reply(hit, b"v") + b"END\r\n")
+    c.request(f"mg {hit} v\r\n", b"VA 1\r\nv\r\n")
+    c.request(f"mg {miss} v\r\n", b"EN\r\n")
+    s1 = stats()
+    assert {k: s1[k] - s0[k] for k in s0} == {"cmd_get": 5, "get_hits": 2, "get_misses": 3}
 
 # --------------------------------------------------------------------------------------------------
 # expiry
@@ -1179,6 +1194,20 @@ def test_range_gets_return_exactly_the_keys_in_range_in_index_order(ts, tsmc, ma
     c.request("get k05 @>=k19@<k25 k1\r\n", items("k05", "k19", "k20", "k1"))
     c.request("get @x\r\n", b"CLIENT_ERROR bad range in key\r\n")
     c.request("get @@default\r\n", value_reply("@@default", b"test/kv") + b"END\r\n")
+
+
+@TS_ONLY
+def test_range_get_skips_expired_rows_without_counting_them(ts, tsmc, make_table, containers):
+    # 2500 expired rows come first in the range (more than tablesocket_mc_max_range_rows, 1000):
+    # they are misses, and the live rows after them are still returned
+    t = make_table("k VARBINARY(64) PRIMARY KEY, v VARCHAR(20), exp INT UNSIGNED NOT NULL DEFAULT 0")
+    ts.exec_sql(f"INSERT INTO test.{t} SELECT CONCAT('a', LPAD(seq, 5, '0')), 'old', 1 FROM seq_1_to_2500")
+    ts.exec_sql(f"INSERT INTO test.{t} VALUES ('b1', 'live1', 0), ('b2', 'live2', 0)")
+    name = containers(f"rngx_{uuid.uuid4().hex[:8]}", t, "k", "v", exp="exp")
+    c = tsmc()
+    wait_for_container(c, name)
+    c.request(f"get @@{name}.@>=a\r\n", value_reply("b1", b"live1") + value_reply("b2", b"live2") + b"END\r\n")
+    c.request(f"get @@{name}.@>=a@<b2\r\n", value_reply("b1", b"live1") + b"END\r\n")
 
 
 @TS_ONLY

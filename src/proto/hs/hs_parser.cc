@@ -74,6 +74,14 @@ inline bool all_digits(const Value &t) {
   return true;
 }
 
+/* A negative number ("-1"): not a modify op ('-' alone is), but a limit or offset out of range. */
+inline bool negative_number(const Value &t) {
+  if (t.len < 2 || t.ptr[0] != '-') return false;
+  for (size_t i = 1; i < t.len; ++i)
+    if (!is_digit(t.ptr[i])) return false;
+  return true;
+}
+
 inline bool token_is(const Value &t, char c) { return t.len == 1 && t.ptr[0] == c; }
 
 /* NULL (a lone 0x00) or an unescaped string, in place. escapes: the line holds a 0x01 at all. */
@@ -264,10 +272,12 @@ Parse_result parse_exec(Value *tok, size_t n, size_t consumed, bool esc, Parse_s
   e.nkeys = vlen;
 
   /* [<limit> [<offset>]] */
+  if (i < n && negative_number(tok[i])) return make_error(consumed, "limit");
   if (i < n && all_digits(tok[i])) {
     if (!parse_u32(tok[i], &e.limit)) return make_error(consumed, "limit");
     e.has_limit = true;
     ++i;
+    if (i < n && negative_number(tok[i])) return make_error(consumed, "offset");
     if (i < n && all_digits(tok[i])) {
       if (!parse_u32(tok[i], &e.offset)) return make_error(consumed, "offset");
       ++i;

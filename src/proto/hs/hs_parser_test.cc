@@ -365,6 +365,8 @@ const std::vector<Malformed_case> &malformed_cases() {
       {"exec_with_huge_vlen", "1\t=\t4294967295\tk\n", kError, 2, "klen", kAll},
       {"exec_with_overflowing_vlen", "1\t=\t99999999999\tk\n", kError, 2, "klen", kAll},
       {"exec_with_overflowing_limit", "1\t=\t1\tk\t4294967296\n", kError, 2, "limit", kAll},
+      {"exec_with_negative_limit", "1\t>=\t1\t0\t-1\t-1\n", kError, 2, "limit", kAll},
+      {"exec_with_negative_offset", "1\t>=\t1\t0\t5\t-1\n", kError, 2, "offset", kAll},
       {"exec_with_overflowing_offset", "1\t=\t1\tk\t1\t4294967296\n", kError, 2, "offset", kAll},
       {"exec_with_three_numbers_after_the_values", "1\t=\t1\tk\t1\t2\t3\n", kError, 2, "modop", kAll},
       {"in_without_column", "1\t=\t1\tk\t1\t0\t@\n", kError, 2, "incol", kAll},

@@ -1,0 +1,120 @@
+"""What SQL does around the storage engine, done for tablesocket's writes too (HandlerSocket skips
+all of it): CHECK constraints, system-versioned tables' history, and triggers (which a worker cannot
+run: writes that would skip them are refused, loudly, rather than done without them)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ts_mc import McConn  # noqa: E402
+
+pytestmark = pytest.mark.tablesocket_only("HandlerSocket skips constraints, versioning and triggers")
+
+
+def opened(conn, table: str, columns: str, index: str = "PRIMARY") -> None:
+    assert conn.request(f"P\t1\ttest\t{table}\t{index}\t{columns}\n") == b"0\t1\n"
+
+
+class TestCheckConstraints:
+    def test_insert_update_and_upsert_are_checked(self, server, hs, make_table):
+        t = make_table("id int primary key, n int check (n > 0), m int, constraint lim check (m < 100)")
+        c = hs(wr=True)
+        opened(c, t, "id,n,m")
+        assert c.request("1\t+\t3\t1\t5\t5\n") == b"0\t1\n"
+        r = c.request("1\t+\t3\t2\t-5\t5\n")
+        assert r.startswith(b"1\t1\tCONSTRAINT `") and b"failed" in r, r
+        r = c.request("1\t+\t3\t3\t5\t500\n")
+        assert r.startswith(b"1\t1\tCONSTRAINT `lim` failed"), r
+        r = c.request("1\t=\t1\t1\t1\t0\tU\t1\t0\t5\n")
+        assert b"failed" in r, r
+        r = c.request("1\t+=\t3\t1\t5\t100\n")
+        assert b"failed" in r, r
+        r = c.request("1\t=\t1\t1\t1\t0\t+\t0\t0\t95\n")  # increment m to 100
+        assert b"CONSTRAINT `lim` failed" in r, r
+        assert c.request("1\t=\t1\t1\t1\t0\t+\t0\t1\t1\n") == b"0\t1\t1\n"
+        assert server.sql(f"SELECT id, n, m FROM test.{t}") == [("1", "6", "6")]
+        # the connection is usable after every refusal
+        assert c.request("1\t+\t3\t4\t1\t1\n") == b"0\t1\n"
+
+    def test_memcached_set_is_checked(self, server, make_table):
+        if not getattr(server, "mc_port", None):
+            pytest.skip("no memcached port")
+        t = make_table("k varchar(50) primary key, v varchar(50) check (v <> 'bad')")
+        server.exec_sql("REPLACE INTO innodb_memcache.containers VALUES (%s,'test',%s,'k','v','0',NULL,NULL,'PRIMARY')",
+                        ("chk_" + t, t), db=None)
+        try:
+            c = McConn(server.mc_port)
+            import time
+            deadline = time.monotonic() + 4
+            while not c.get(f"@@chk_{t}").startswith(b"VALUE"):
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            c.set("a", b"good")
+            c.send("set a 0 0 3\r\nbad\r\n")
+            assert c.recv_line().startswith(b"SERVER_ERROR CONSTRAINT"), "refused"
+            assert server.sql(f"SELECT v FROM test.{t}") == [("good",)]
+            c.close()
+        finally:
+            server.exec_sql("DELETE FROM innodb_memcache.containers WHERE name = %s", ("chk_" + t,), db=None)
+
+
+class TestSystemVersioning:
+    @pytest.mark.parametrize("kind", ["timestamp", "trx_id"])
+    def test_updates_and_deletes_keep_history_and_reads_hide_it(self, server, hs, make_table, kind):
+        if kind == "timestamp":
+            ddl = "id int primary key, n int"
+            suffix = " with system versioning"
+        else:
+            ddl = ("id int primary key, n int, s bigint unsigned as row start invisible, "
+                   "e bigint unsigned as row end invisible, period for system_time(s, e)")
+            suffix = " with system versioning"
+        t = make_table("id int primary key")
+        server.exec_sql(f"DROP TABLE test.{t}")
+        server.exec_sql(f"CREATE TABLE test.{t} ({ddl}){suffix} ENGINE=InnoDB")
+        server.exec_sql(f"INSERT INTO test.{t} VALUES (1, 1), (2, 2)" if kind == "timestamp"
+                        else f"INSERT INTO test.{t} (id, n) VALUES (1, 1), (2, 2)")
+        w = hs(wr=True)
+        opened(w, t, "id,n")
+        assert w.request("1\t=\t1\t1\t1\t0\tU\t1\t10\n") == b"0\t1\t1\n"
+        assert w.request("1\t=\t1\t1\t1\t0\tU\t1\t11\n") == b"0\t1\t1\n"
+        assert w.request("1\t=\t1\t2\t1\t0\tD\n") == b"0\t1\t1\n"
+        assert w.request("1\t+\t2\t3\t3\n") == b"0\t1\n"
+        assert w.request("1\t+\t2\t2\t22\n") == b"0\t1\n"   # id 2 again: its old row is history
+        assert server.sql(f"SELECT id, n FROM test.{t} ORDER BY id") == [("1", "11"), ("2", "22"), ("3", "3")]
+        hist = server.sql(f"SELECT id, n FROM test.{t} FOR SYSTEM_TIME ALL ORDER BY id, n")
+        assert hist == [("1", "1"), ("1", "10"), ("1", "11"), ("2", "2"), ("2", "22"), ("3", "3")]
+        r = hs()
+        opened(r, t, "id,n")
+        assert r.request("1\t=\t1\t1\t10\t0\n") == b"0\t2\t1\t11\n"
+        assert r.request("1\t>=\t1\t0\t10\t0\n") == b"0\t2\t1\t11\t2\t22\t3\t3\n"
+        assert r.request("1\t=\t1\t1\t10\t0\t@\t0\t3\t1\t2\t3\n") == b"0\t2\t1\t11\t2\t22\t3\t3\n"
+        # a delete of a row with history deletes just the current row
+        assert w.request("1\t>=\t1\t0\t10\t0\tD\n") == b"0\t1\t3\n"
+        assert r.request("1\t>=\t1\t0\t10\t0\n") == b"0\t2\n"
+        assert server.sql(f"SELECT COUNT(*) FROM test.{t} FOR SYSTEM_TIME ALL") == [("6",)]
+
+
+class TestTriggers:
+    def test_writes_that_would_skip_a_trigger_are_refused(self, server, hs, make_table):
+        t = make_table("id int primary key, n int", [(1, 1)])
+        log = make_table("id int auto_increment primary key, msg varchar(50)")
+        server.exec_sql(f"CREATE TRIGGER test.{t}_au AFTER UPDATE ON test.{t} FOR EACH ROW "
+                        f"INSERT INTO test.{log} (msg) VALUES (CONCAT('upd ', NEW.id))")
+        c = hs(wr=True)
+        opened(c, t, "id,n")
+        # no INSERT or DELETE trigger: those go through
+        assert c.request("1\t+\t2\t2\t2\n") == b"0\t1\n"
+        r = c.request("1\t=\t1\t1\t1\t0\tU\t1\t5\n")
+        assert r.startswith(b"1\t1\ttable '") and b"UPDATE triggers" in r, r
+        r = c.request("1\t+=\t2\t1\t7\n")    # an upsert that would update
+        assert b"UPDATE triggers" in r, r
+        assert c.request("1\t=\t1\t2\t1\t0\tD\n") == b"0\t1\t1\n"
+        assert server.sql(f"SELECT id, n FROM test.{t}") == [("1", "1")]
+        assert server.sql(f"SELECT COUNT(*) FROM test.{log}") == [("0",)]
+        # reads are not affected; dropping the trigger makes the table writable again
+        server.exec_sql(f"DROP TRIGGER test.{t}_au")
+        assert c.request("1\t=\t1\t1\t1\t0\tU\t1\t5\n") == b"0\t1\t1\n"
