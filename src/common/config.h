@@ -29,6 +29,7 @@ struct Config {
   unsigned max_open_indexes = 1000;     // per connection
   size_t max_output_buffer = 16 << 20;  // unsent reply bytes per connection before the connection is closed
   size_t output_high_water = 1 << 20;   // stop executing a connection's requests above this
+  uint64_t max_buffer_memory = uint64_t(1) << 30;  // all connections' buffers together
   unsigned max_requests_per_batch = 256;  // per connection per batch (fairness)
   unsigned max_batch_rows = 100000;       // rows a batch examines before the rest waits for the next batch
   unsigned ddl_check_interval_ms = 20;  // how often an idle worker looks for DDL waiting on its tables

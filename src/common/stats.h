@@ -32,6 +32,7 @@ namespace tablesocket {
   X(tls_connections, "TLS handshakes completed")                        \
   X(tls_handshake_failures, "TLS handshakes failed or timed out")       \
   X(tls_refused, "plaintext TCP connections refused by require_tls")      \
+  X(buffer_memory_closes, "connections closed because all buffers together were over max_buffer_memory") \
   X(mc_cmd_get, "memcached keys asked for (get, gets, gat, gats, mg; a range counts its rows)") \
   X(mc_get_hits, "memcached keys found (live rows)")                   \
   X(mc_get_misses, "memcached keys not found or expired")

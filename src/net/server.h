@@ -74,6 +74,9 @@ class Server final : public Counters_source {
  public:
   /* Connections alive across all workers (checked against max_connections at accept). */
   std::atomic<int64_t> live_connections{0};
+  /* Bytes allocated by every connection's input and output buffers (checked against
+     max_buffer_memory when a connection's buffers grow). */
+  std::atomic<int64_t> buffer_bytes{0};
 };
 
 }  // namespace tablesocket

@@ -169,11 +169,42 @@ void Worker::mark_pending(Connection &c) {
   }
 }
 
-void Worker::read_input(Connection &c) {
-  if (c.transport != Transport::plain) {
-    read_input_unsettled(c);
-    return;
+/* Buffer bytes a connection may hold whatever the server-wide total: an ordinary connection never
+   needs more, so it is never closed for what other connections hold. */
+constexpr int64_t kFreeBufferBytes = 256 << 10;
+
+bool Worker::over_buffer_memory(Connection &c) {
+  const int64_t now = int64_t(c.in.capacity() + c.out.capacity());
+  const int64_t delta = now - c.accounted;
+  if (delta == 0) return false;
+  c.accounted = now;
+  const int64_t total = server_.buffer_bytes.fetch_add(delta, std::memory_order_relaxed) + delta;
+  return delta > 0 && now > kFreeBufferBytes && uint64_t(total) > cfg_.max_buffer_memory;
+}
+
+bool Worker::enforce_buffer_memory(Connection &c) {
+  if (c.dead || !over_buffer_memory(c)) return false;
+  counters_.add(counters_.buffer_memory_closes);
+  if (now_ms_ - last_memory_log_ms_ >= 60000 || last_memory_log_ms_ == 0) {  // at most once a minute
+    last_memory_log_ms_ = now_ms_;
+    log_warning("closed a connection from %s: all connections' buffers together hold %lld bytes, over "
+                "tablesocket_max_buffer_memory (%llu)", c.peer.ip.c_str(),
+                (long long)server_.buffer_bytes.load(std::memory_order_relaxed),
+                (unsigned long long)cfg_.max_buffer_memory);
   }
+  close_connection(c);
+  return true;
+}
+
+void Worker::read_input(Connection &c) {
+  if (c.transport != Transport::plain)
+    read_input_unsettled(c);
+  else
+    read_plain(c);
+  enforce_buffer_memory(c);
+}
+
+void Worker::read_plain(Connection &c) {
   /* The input buffer never holds more than one maximal request plus one read chunk beyond what the
      session has consumed; a parked session's buffer must not move at all. */
   const size_t cap = input_cap();
@@ -343,6 +374,7 @@ void Worker::flush_output(Connection &c) {
   if (!(c.tls ? send_tls(c) : send_plain(c))) return;  // closed
   if (c.out.empty()) {
     c.out.shrink_if_idle(1 << 16);
+    over_buffer_memory(c);  // only shrank: accounted, never a reason to close
     if (c.close_after_flush) { close_connection(c); return; }
   }
   if (c.out.size() > cfg_.max_output_buffer) {
@@ -425,6 +457,8 @@ void Worker::close_connection(Connection &c) {
   }
   c.fd.reset();
   c.session.reset();  // releases its open indexes (table references) right away
+  server_.buffer_bytes.fetch_sub(c.accounted, std::memory_order_relaxed);
+  c.accounted = 0;
   counters_.connections.fetch_sub(1, std::memory_order_relaxed);
   server_.live_connections.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -543,6 +577,8 @@ void Worker::serve(Store &store) {
           continue;
         }
         Session_outcome o = c->session->run(c->in, c->out, cfg_.max_requests_per_batch);
+        if (c->in.empty()) c->in.shrink_if_idle(1 << 16);  // after a large request
+        if (enforce_buffer_memory(*c)) continue;  // its replies grew past what the server may hold
         if (o == Session_outcome::yielded && store.batch_budget_spent() && !spent_by) {
           spent_by = c;
           o = Session_outcome::idle;  // marked pending after the loop

@@ -53,6 +53,7 @@ struct Connection {
   bool close_after_flush = false;
   bool dead = false;           // closed; freed at the end of the loop iteration
   bool pending = false;        // in the worker's pending list
+  int64_t accounted = 0;       // buffer bytes counted in Server::buffer_bytes for this connection
 };
 
 class Worker {
@@ -72,6 +73,12 @@ class Worker {
   void serve(Store &store);
   void adopt_new_connections();
   void read_input(Connection &c);
+  void read_plain(Connection &c);
+  /* Brings Server::buffer_bytes in step with c's buffers. True when c's buffers grew beyond their
+     free allowance while all buffers together are over max_buffer_memory: c must be closed. */
+  bool over_buffer_memory(Connection &c);
+  /* Accounts c's buffers and closes c if over_buffer_memory(). True if c was closed. */
+  bool enforce_buffer_memory(Connection &c);
   void read_input_unsettled(Connection &c);
   void read_first_bytes(Connection &c);
   void start_session(Connection &c);
@@ -95,6 +102,7 @@ class Worker {
   const Config &cfg_;
   Server &server_;
   Counters counters_;
+  uint64_t last_memory_log_ms_ = 0;
   Fd epoll_, wake_;
   std::thread thread_;
   std::atomic<bool> stop_{false};

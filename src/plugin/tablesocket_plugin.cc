@@ -24,6 +24,7 @@ Server *g_server = nullptr;
 char *sv_address;
 unsigned sv_hs_port, sv_hs_port_wr, sv_threads, sv_backlog, sv_max_connections, sv_idle_timeout;
 unsigned sv_max_request_size, sv_max_tokens, sv_max_open_indexes, sv_max_output_buffer;
+unsigned long long sv_max_buffer_memory;
 unsigned sv_output_high_water, sv_max_requests_per_batch, sv_max_batch_rows, sv_ddl_check_interval, sv_lock_wait_timeout;
 char *sv_plain_secret, *sv_plain_secret_wr, *sv_character_set;
 unsigned sv_mc_port, sv_mc_max_range_rows, sv_mc_max_value_size;
@@ -100,6 +101,13 @@ MYSQL_SYSVAR_UINT(output_high_water, sv_output_high_water, PLUGIN_VAR_READONLY,
                   "When a connection has this many unsent reply bytes, its further requests wait "
                   "until the client reads (a slow reader never holds up other clients).",
                   nullptr, nullptr, unsigned(kDefaults.output_high_water), 1024, 1U << 31, 0);
+MYSQL_SYSVAR_ULONGLONG(max_buffer_memory, sv_max_buffer_memory, PLUGIN_VAR_READONLY,
+                  "Bytes the input and output buffers of all connections together may hold. When a "
+                  "connection's buffers grow past 256 KiB while the total is over this limit, that "
+                  "connection is closed (counted in Tablesocket_buffer_memory_closes), so that many "
+                  "clients each sending most of a maximal request, or never reading their replies, "
+                  "cannot exhaust the server's memory. Ordinary connections stay well under 256 KiB.",
+                  nullptr, nullptr, kDefaults.max_buffer_memory, 16ULL << 20, ~0ULL, 0);
 MYSQL_SYSVAR_UINT(max_requests_per_batch, sv_max_requests_per_batch, PLUGIN_VAR_READONLY,
                   "Maximum pipelined requests executed from one connection in one batch, so that one "
                   "deep pipeline cannot starve the other connections of its worker.",
@@ -206,7 +214,7 @@ struct st_mysql_sys_var *system_variables[] = {
     MYSQL_SYSVAR(backlog), MYSQL_SYSVAR(max_connections), MYSQL_SYSVAR(idle_timeout),
     MYSQL_SYSVAR(max_request_size), MYSQL_SYSVAR(max_tokens), MYSQL_SYSVAR(max_open_indexes),
     MYSQL_SYSVAR(max_output_buffer), MYSQL_SYSVAR(output_high_water),
-    MYSQL_SYSVAR(max_requests_per_batch), MYSQL_SYSVAR(max_batch_rows), MYSQL_SYSVAR(ddl_check_interval),
+    MYSQL_SYSVAR(max_requests_per_batch), MYSQL_SYSVAR(max_batch_rows), MYSQL_SYSVAR(max_buffer_memory), MYSQL_SYSVAR(ddl_check_interval),
     MYSQL_SYSVAR(lock_wait_timeout), MYSQL_SYSVAR(character_set), MYSQL_SYSVAR(plain_secret),
     MYSQL_SYSVAR(plain_secret_wr), MYSQL_SYSVAR(require_auth), MYSQL_SYSVAR(anonymous_account),
     MYSQL_SYSVAR(allow_cleartext_passwords), MYSQL_SYSVAR(privilege_check_interval),
@@ -278,6 +286,7 @@ Config config_from_sysvars() {
   c.output_high_water = sv_output_high_water;
   c.max_requests_per_batch = sv_max_requests_per_batch;
   c.max_batch_rows = sv_max_batch_rows;
+  c.max_buffer_memory = sv_max_buffer_memory;
   c.ddl_check_interval_ms = sv_ddl_check_interval;
   c.lock_wait_timeout_ms = sv_lock_wait_timeout;
   c.charset = sv_character_set && *sv_character_set ? sv_character_set : "utf8mb4";

@@ -546,3 +546,41 @@ def test_kill_of_a_tablesocket_worker_thread_from_sql_does_not_stop_it(request):
         finally:
             for c in clients:
                 c.close()
+
+
+def test_buffers_of_all_connections_together_are_bounded_by_max_buffer_memory(request):
+    """40 clients each send 900 KiB of a request line and stop (just under the per-connection
+    limit, 1 MiB). With --tablesocket-max-buffer-memory=16M the clients whose buffers push the total
+    over 16 MiB are closed; ordinary clients keep working, and a big request that completes later
+    still succeeds once the others are gone."""
+    with h.private_server(request, "bufmem", ["--tablesocket-max-buffer-memory=16M",
+                                              "--tablesocket-threads=1"]) as s:
+        _life_table(s)
+        small = h.hs_open(s.hs_port, "life", "k,v")
+        hogs = []
+        chunk = b"1\t=\t1\t" + b"x" * (900 << 10)   # no newline: an unfinished request
+        for _ in range(40):
+            hog = h.connect_raw(s.hs_port)
+            hog.sendall(chunk)
+            hogs.append(hog)
+        deadline = time.monotonic() + 10
+        while h.status(s)["tablesocket_buffer_memory_closes"] < 20:
+            assert time.monotonic() < deadline, h.status(s)
+            time.sleep(0.05)
+        closes = h.status(s)["tablesocket_buffer_memory_closes"]
+        # each surviving hog holds a 1-2 MiB input buffer: what survives fits the limit (plus the
+        # connection that crossed it)
+        survivors = 40 - closes
+        assert survivors * (900 << 10) <= (16 << 20) + (2 << 20), (survivors, closes)
+        assert small.request("1\t=\t1\t5\n") == b"0\t2\t5\tv5\n"
+        for hog in hogs:
+            hog.close()
+        deadline = time.monotonic() + 5
+        while h.status(s)["tablesocket_connections"] > 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        big = h.hs_open(s.hs_port, "life", "k,v")
+        key = "y" * (900 << 10)
+        assert big.request(f"1\t=\t1\t{key}\n", timeout=10) == b"0\t2\n"
+        big.close()
+        small.close()
