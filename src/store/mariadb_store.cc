@@ -612,6 +612,16 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
   KEY &k = t->key_info[idx.index_no_];
   if (req.nkeys > idx.key_parts_) return Store_status::of(Store_errc::too_many_key_parts);
   if (req.has_in && req.in_column >= req.nkeys) return Store_status::of(Store_errc::bad_in_column);
+  /* What the index can do: a hash index (MEMORY's default) finds whole keys only, in no order. */
+  const ulong caps = t->file->index_flags(idx.index_no_, 0, true);
+  if (caps & HA_ONLY_WHOLE_INDEX) {
+    if (req.op != Find_op::eq || req.nkeys != idx.key_parts_) return Store_status::of(Store_errc::index_unusable);
+  } else if (req.op != Find_op::eq && !(caps & HA_READ_ORDER)) {
+    return Store_status::of(Store_errc::index_unusable);
+  } else if ((req.op == Find_op::lt || req.op == Find_op::le || req.op == Find_op::last_prefix) &&
+             !(caps & HA_READ_PREV)) {
+    return Store_status::of(Store_errc::index_unusable);
+  }
   Store_status st = prepare_filters(t, idx, req);
   if (!st.ok()) return st;
   uint key_len = 0;

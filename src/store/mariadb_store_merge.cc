@@ -73,6 +73,10 @@ Store_status Mariadb_store::merge(Open_index &idx, const Find_request &req, Row_
   /* The merge orders rows by their key images: a prefix key part (KEY(c(10))) does not order them. */
   for (uint i = 0; i < k.user_defined_key_parts; ++i)
     if (k.key_part[i].key_part_flag & HA_PART_KEY_SEG) return Store_status::of(Store_errc::bad_merge);
+  /* Nor can an index that does not read in order (a hash index). */
+  const ulong caps = t->file->index_flags(idx.index_no_, 0, true);
+  if ((caps & HA_ONLY_WHOLE_INDEX) || !(caps & HA_READ_ORDER) || !(caps & HA_READ_PREV))
+    return Store_status::of(Store_errc::index_unusable);
   Store_status st = prepare_filters(t, idx, req);
   if (!st.ok()) return st;
   const bool desc = req.op == Find_op::merge_desc;

@@ -190,3 +190,36 @@ class TestServerCheckedUniques:
         assert server.sql(f"SELECT id, n, v FROM test.{t}") == [("2", "7", "14")]
         assert server.sql(f"SELECT id FROM test.{t} FORCE INDEX (kv) WHERE v = 14") == [("2",)]
         assert server.sql(f"CHECK TABLE test.{t} EXTENDED")[-1][-1] == "OK"
+
+
+class TestHashIndexes:
+    """A MEMORY table's indexes are hash indexes by default: they find whole keys, in no order."""
+
+    @pytest.fixture
+    def mh(self, server, make_table):
+        t = make_table("id int primary key")
+        server.exec_sql(f"DROP TABLE test.{t}")
+        server.exec_sql(f"CREATE TABLE test.{t} (id int, a int, b varchar(10), PRIMARY KEY USING HASH (id), "
+                        f"KEY ab (a, b) USING HASH, KEY bt (b) USING BTREE) ENGINE=MEMORY")
+        server.exec_sql(f"INSERT INTO test.{t} VALUES (1, 1, 'x'), (2, 1, 'x'), (3, 2, 'y')")
+        return t
+
+    def test_whole_key_lookups_work(self, hs, mh):
+        c = hs()
+        assert c.request(f"P\t1\ttest\t{mh}\tPRIMARY\tid\n") == b"0\t1\n"
+        assert c.request(f"P\t2\ttest\t{mh}\tab\tid\n") == b"0\t1\n"
+        assert c.request("1\t=\t1\t2\n") == b"0\t1\t2\n"
+        assert c.request("1\t=\t1\t1\t10\t0\t@\t0\t3\t3\t9\t1\n") == b"0\t1\t3\t1\n"
+        assert sorted(ids(c.request("2\t=\t2\t1\tx\t10\t0\n"))) == [1, 2]
+
+    def test_ranges_and_partial_keys_are_refused_not_answered_wrongly(self, hs, mh):
+        c = hs()
+        assert c.request(f"P\t1\ttest\t{mh}\tPRIMARY\tid\n") == b"0\t1\n"
+        assert c.request(f"P\t2\ttest\t{mh}\tab\tid\n") == b"0\t1\n"
+        for op in (">", ">=", "<", "<=", "L"):
+            assert c.request(f"1\t{op}\t1\t1\t10\t0\n") == b"2\t1\tidxtype\n", op
+        assert c.request("2\t=\t1\t1\t10\t0\n") == b"2\t1\tidxtype\n"   # part of a hash key
+        assert c.request("2\tM-\t1\t\t10\t0\t@\t0\t1\t1\n") == b"2\t1\tidxtype\n"
+        # a BTREE index of the same table does ranges
+        assert c.request(f"P\t3\ttest\t{mh}\tbt\tid\n") == b"0\t1\n"
+        assert ids(c.request("3\t>\t1\tx\t10\t0\n")) == [3]
