@@ -232,6 +232,12 @@ void Server::accept_ready(Port &p) {
   }
 }
 
+std::vector<Connection_info> Server::connections(unsigned timeout_ms) const {
+  std::vector<Connection_info> out;
+  for (auto &w : workers_) w->snapshot(out, timeout_ms);
+  return out;
+}
+
 void Server::sum_counters(Counters &out) const {
   auto add_all = [&out](const Counters &c) {
 #define TS_SUM(name, desc) out.name.fetch_add(c.name.load(std::memory_order_relaxed), std::memory_order_relaxed);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/conn_info.h"
 #include "common/stats.h"
 #include "net/fd.h"
 #include "net/tls.h"
@@ -48,6 +49,9 @@ class Server final : public Counters_source {
 
   /* Sums every worker's counters (and the acceptor's) into out. */
   void sum_counters(Counters &out) const override;
+  /* Every worker's connections (see Worker::snapshot); a worker that does not answer within
+     timeout_ms (in a long batch) is left out. */
+  std::vector<Connection_info> connections(unsigned timeout_ms) const;
   const Config &config() const { return cfg_; }
   /* The TLS context every TCP listener offers, or nullptr when no certificate is configured. */
   const Tls_context *tls_context() const { return tls_.get(); }
@@ -77,6 +81,7 @@ class Server final : public Counters_source {
   /* Bytes allocated by every connection's input and output buffers (checked against
      max_buffer_memory when a connection's buffers grow). */
   std::atomic<int64_t> buffer_bytes{0};
+  std::atomic<uint64_t> next_connection_id{1};
 };
 
 }  // namespace tablesocket

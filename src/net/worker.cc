@@ -1,6 +1,8 @@
 #include "net/worker.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -8,6 +10,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "net/server.h"
 #include "session/hs_session.h"
@@ -130,6 +133,7 @@ void Worker::adopt_new_connections() {
     c->port = h.port;
     c->peer = std::move(h.peer);
     c->accepted_ms = c->last_io_ms = now_ms_;
+    c->id = server_.next_connection_id.fetch_add(1, std::memory_order_relaxed);
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.ptr = c.get();
@@ -160,6 +164,65 @@ size_t Worker::input_cap() const {
   /* One maximal request (an HS line, or a memcached line plus its data block) plus a read chunk. */
   size_t biggest = std::max(cfg_.max_request_size, cfg_.mc_max_value_size + 4096);
   return biggest + kReadChunk;
+}
+
+bool Worker::snapshot(std::vector<Connection_info> &out, unsigned timeout_ms) {
+  std::unique_lock<std::mutex> lk(snapshot_mutex_);
+  const uint64_t ticket = ++snapshots_asked_;
+  snapshot_wanted_.store(true, std::memory_order_relaxed);
+  uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof one);
+  if (!snapshot_cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms),
+                             [&] { return snapshots_taken_ >= ticket; }))
+    return false;
+  out.insert(out.end(), snapshot_.begin(), snapshot_.end());
+  return true;
+}
+
+void Worker::publish_snapshot() {
+  snapshot_wanted_.store(false, std::memory_order_relaxed);
+  std::vector<Connection_info> v;
+  v.reserve(conns_.size());
+  for (const auto &cp : conns_) {
+    const Connection &c = *cp;
+    if (c.dead) continue;
+    Connection_info i;
+    i.id = c.id;
+    i.worker = id_;
+    i.port = c.port ? c.port->name : "";
+    if (c.peer.unix_socket) {
+      i.remote = "unix socket";
+    } else {
+      char port[8] = "";
+      const sockaddr *sa = reinterpret_cast<const sockaddr *>(&c.peer.addr);
+      if (sa->sa_family == AF_INET)
+        snprintf(port, sizeof port, "%u", ntohs(reinterpret_cast<const sockaddr_in *>(sa)->sin_port));
+      else if (sa->sa_family == AF_INET6)
+        snprintf(port, sizeof port, "%u", ntohs(reinterpret_cast<const sockaddr_in6 *>(sa)->sin6_port));
+      i.remote = c.peer.ip + (port[0] ? std::string(":") + port : std::string());
+    }
+    if (c.session) c.session->account(&i.user, &i.host);
+    i.tls = c.tls != nullptr;
+    i.connected_s = (now_ms_ - c.accepted_ms) / 1000;
+    i.idle_s = (now_ms_ - c.last_io_ms) / 1000;
+    if (c.transport == Transport::undecided) i.state = "connecting";
+    else if (c.transport == Transport::tls_handshake) i.state = "TLS handshake";
+    else if (c.close_after_flush) i.state = "closing";
+    else if (c.session && c.session->parked()) i.state = "waiting for a lock";
+    else if (c.session && c.session->awaiting_login()) i.state = "waiting for login";
+    else if (c.out.size() >= cfg_.output_high_water) i.state = "waiting for the client to read";
+    else if (c.pending) i.state = "queued";
+    else i.state = "idle";
+    i.input_bytes = c.in.size();
+    i.output_bytes = c.out.size();
+    v.push_back(std::move(i));
+  }
+  {
+    std::lock_guard<std::mutex> g(snapshot_mutex_);
+    snapshot_.swap(v);
+    snapshots_taken_ = snapshots_asked_;
+  }
+  snapshot_cv_.notify_all();
 }
 
 void Worker::mark_pending(Connection &c) {
@@ -533,6 +596,7 @@ void Worker::serve(Store &store) {
     int n = epoll_wait(epoll_.get(), events.data(), int(events.size()), timeout);
     if (n < 0 && errno != EINTR) break;
     now_ms_ = monotonic_ms();
+    if (snapshot_wanted_.load(std::memory_order_relaxed)) publish_snapshot();
     for (int i = 0; i < n; ++i) {
       epoll_event &ev = events[i];
       if (ev.data.ptr == &wake_tag) {

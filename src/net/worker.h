@@ -3,6 +3,7 @@
 #define TABLESOCKET_NET_WORKER_H
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include "common/byte_buffer.h"
 #include "common/clock.h"
 #include "common/config.h"
+#include "common/conn_info.h"
 #include "common/peer.h"
 #include "common/stats.h"
 #include "net/fd.h"
@@ -54,6 +56,7 @@ struct Connection {
   bool dead = false;           // closed; freed at the end of the loop iteration
   bool pending = false;        // in the worker's pending list
   int64_t accounted = 0;       // buffer bytes counted in Server::buffer_bytes for this connection
+  uint64_t id = 0;             // the server's connection number
 };
 
 class Worker {
@@ -66,6 +69,9 @@ class Worker {
   /* Called by the acceptor thread: the worker takes ownership of fd. */
   void hand_off(int fd, const Port *port, const Peer &peer);
   int64_t load() const { return counters_.connections.load(std::memory_order_relaxed); }
+  /* From any thread: appends a snapshot of this worker's connections, which the worker takes
+     between batches. False (nothing appended) if it did not answer within timeout_ms. */
+  bool snapshot(std::vector<Connection_info> &out, unsigned timeout_ms);
   const Counters &counters() const { return counters_; }
 
  private:
@@ -103,6 +109,13 @@ class Worker {
   Server &server_;
   Counters counters_;
   uint64_t last_memory_log_ms_ = 0;
+  /* Snapshots for INFORMATION_SCHEMA: asked for by another thread, taken by this one. */
+  void publish_snapshot();
+  std::atomic<bool> snapshot_wanted_{false};
+  std::mutex snapshot_mutex_;
+  std::condition_variable snapshot_cv_;
+  uint64_t snapshots_asked_ = 0, snapshots_taken_ = 0;  // under snapshot_mutex_
+  std::vector<Connection_info> snapshot_;               // under snapshot_mutex_
   Fd epoll_, wake_;
   std::thread thread_;
   std::atomic<bool> stop_{false};

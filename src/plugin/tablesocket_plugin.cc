@@ -4,11 +4,14 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 
 #include "common/config.h"
 #include "common/stats.h"
 #include "net/server.h"
+#include "store/info_schema.h"
 #include "store/server_log.h"
 #include "store/server_settings.h"
 
@@ -19,6 +22,9 @@ using tablesocket::Counters;
 using tablesocket::Server;
 
 Server *g_server = nullptr;
+/* Readers of g_server on other threads (SHOW STATUS, INFORMATION_SCHEMA) hold it shared; deinit
+   takes it exclusively to take the server away before stopping it. */
+std::shared_mutex g_server_lock;
 
 /* ---- System variables (read-only: validated once into Config at init) ---------------------- */
 char *sv_address;
@@ -237,7 +243,10 @@ static_assert(sizeof(Status_snapshot) <= SHOW_VAR_FUNC_BUFF_SIZE, "status snapsh
 int show_status(MYSQL_THD, st_mysql_show_var *var, void *buff, struct system_status_var *, enum enum_var_type) {
   Status_snapshot *s = new (buff) Status_snapshot;
   Counters sum;
-  if (g_server) g_server->sum_counters(sum);
+  {
+    std::shared_lock<std::shared_mutex> g(g_server_lock);
+    if (g_server) g_server->sum_counters(sum);
+  }
   int i = 0;
   auto put = [&](const char *name, long long v) {
     s->values[i] = v;
@@ -340,7 +349,10 @@ int tablesocket_init(void *) {
       tablesocket::log_error("not started: %s", error.c_str());
       return 1;
     }
-    g_server = server.release();
+    {
+      std::unique_lock<std::shared_mutex> g(g_server_lock);
+      g_server = server.release();
+    }
     tablesocket::log_info("listening on %s: HandlerSocket read port %u, read/write port %u, memcached "
                           "port %u%s%s, %u workers",
                           cfg.address.c_str(), cfg.hs_port, cfg.hs_port_wr, cfg.mc_port,
@@ -366,8 +378,12 @@ int tablesocket_init(void *) {
 
 int tablesocket_deinit(void *) {
   try {
-    Server *s = g_server;
-    g_server = nullptr;
+    Server *s;
+    {
+      std::unique_lock<std::shared_mutex> g(g_server_lock);
+      s = g_server;
+      g_server = nullptr;
+    }
     if (s) {
       s->stop();
       delete s;
@@ -379,6 +395,17 @@ int tablesocket_deinit(void *) {
 }
 
 struct st_mysql_daemon tablesocket_daemon = {MYSQL_DAEMON_INTERFACE_VERSION};
+
+/* ---- INFORMATION_SCHEMA.TABLESOCKET_CONNECTIONS ---------------------------------------------- */
+std::vector<tablesocket::Connection_info> connections_now() {
+  std::shared_lock<std::shared_mutex> g(g_server_lock);
+  if (!g_server) return {};
+  return g_server->connections(1000);  // a worker in a batch longer than 1 s is left out
+}
+
+int connections_table_init(void *p) { return tablesocket::info_schema_connections_init(p, connections_now); }
+
+struct st_mysql_information_schema connections_table = {MYSQL_INFORMATION_SCHEMA_INTERFACE_VERSION};
 
 }  // namespace
 
@@ -394,6 +421,21 @@ maria_declare_plugin(tablesocket){
     0x0001,
     status_variables,
     system_variables,
+    "0.1",
+    MariaDB_PLUGIN_MATURITY_BETA,
+},
+{
+    MYSQL_INFORMATION_SCHEMA_PLUGIN,
+    &connections_table,
+    "TABLESOCKET_CONNECTIONS",
+    "tablesocket developers",
+    "tablesocket's client connections: port, address, account, TLS, state, buffered bytes",
+    PLUGIN_LICENSE_GPL,
+    connections_table_init,
+    nullptr,
+    0x0001,
+    nullptr,
+    nullptr,
     "0.1",
     MariaDB_PLUGIN_MATURITY_BETA,
 } maria_declare_plugin_end;

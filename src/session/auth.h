@@ -45,6 +45,10 @@ class Auth_state {
   void secret_failed();
 
   bool has_account() const { return principal_ != nullptr; }
+  void account(std::string *user, std::string *host) const {
+    *user = principal_ ? principal_->user() : std::string();
+    *host = principal_ ? principal_->host() : std::string();
+  }
   /* Whether a connection that has not logged in may do nothing until it does: require_auth is on
      and no anonymous account applies (allow_anonymous_account: whether the protocol uses one). */
   static bool login_required(const Config &cfg, bool allow_anonymous_account) {

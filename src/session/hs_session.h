@@ -38,6 +38,7 @@ class Hs_session final : public Session {
   Outcome run(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) override;
   bool parked() const override { return parked_; }
   bool awaiting_login() const override { return !auth_.has_account() && login_required(cfg_); }
+  void account(std::string *user, std::string *host) const override { auth_.account(user, host); }
   /* HandlerSocket connections use tablesocket_anonymous_account whenever it is set. */
   static bool login_required(const Config &cfg) { return Auth_state::login_required(cfg, true); }
 

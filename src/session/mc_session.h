@@ -30,6 +30,7 @@ class Mc_session final : public Session {
   Session_outcome run(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) override;
   bool parked() const override { return parked_; }
   bool awaiting_login() const override { return !auth_.has_account() && login_required(cfg_); }
+  void account(std::string *user, std::string *host) const override { auth_.account(user, host); }
   /* With require_auth, memcached clients log in as memcached's -Y mode has them; the anonymous
      account applies to them only while require_auth is off. */
   static bool uses_anonymous_account(const Config &cfg) { return !cfg.require_auth; }

@@ -3,6 +3,7 @@
 #define TABLESOCKET_SESSION_SESSION_H
 
 #include <cstdint>
+#include <string>
 
 #include "common/byte_buffer.h"
 #include "common/clock.h"
@@ -24,6 +25,8 @@ class Session {
   /* Executes up to max_requests complete requests from in (consuming them), appending to out. */
   virtual Session_outcome run(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) = 0;
   virtual bool parked() const = 0;
+  /* The account the connection acts as ("" when it has not logged in), for monitoring. */
+  virtual void account(std::string *user, std::string *host) const { user->clear(); host->clear(); }
   /* True while the connection may do nothing until it logs in (tablesocket_require_auth). */
   virtual bool awaiting_login() const { return false; }
 

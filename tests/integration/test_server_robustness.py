@@ -355,6 +355,25 @@ def test_uninstall_soname_under_load_then_install_soname_again(request):
             acked: set[int] = set()
             lock = threading.Lock()
             load = _writer_load(s, 10, 10, acked, lock, key_base=100_000_000 * cycle).start()
+            # INFORMATION_SCHEMA.TABLESOCKET_CONNECTIONS is read all along: the server it reads
+            # goes away under it
+            is_stop, is_errors, is_reads = threading.Event(), [], [0]
+
+            def read_is():
+                conn = h.sql_conn(s, db=None)
+                while not is_stop.is_set():
+                    try:
+                        with conn.cursor() as cur:
+                            cur.execute("SELECT COUNT(*) FROM information_schema.TABLESOCKET_CONNECTIONS")
+                            cur.fetchall()
+                        is_reads[0] += 1
+                    except Exception as e:  # the table is gone between UNINSTALL and INSTALL
+                        if "Unknown table" not in str(e):
+                            is_errors.append(repr(e))
+                        time.sleep(0.01)
+                conn.close()
+            is_thread = threading.Thread(target=read_is, daemon=True)
+            is_thread.start()
             time.sleep(1.0)
             assert not load.errors, load.errors[:3]
             u0 = time.monotonic()
@@ -385,6 +404,9 @@ def test_uninstall_soname_under_load_then_install_soname_again(request):
             with h.hs_open(s.hs_port, "life", "k,v") as c:
                 assert c.request("1\t=\t1\t1\n") == b"0\t2\t1\tv1\n"
             assert s.sql(f"SELECT v FROM life WHERE k = {500 + cycle}000000") == [("after",)]
+            is_stop.set()
+            is_thread.join(10)
+            assert not is_errors and is_reads[0] > 0, (is_errors[:3], is_reads)
         assert "[ERROR]" not in s.log_tail(200), s.log_tail(40)
         took = h.admin_shutdown(s)
         assert took < 10.0
