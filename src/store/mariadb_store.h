@@ -182,6 +182,16 @@ class Mariadb_store final : public Store {
   /* kBadValue with the server's message when t has triggers for event (they would not run). */
   int refuse_triggers(TABLE *t, int event);
   int row_rejected();  // kBadValue, last_error_ = the server's message (or a generic one)
+  Store_status rejected_status() {  // row_rejected() as a bad_value status carrying the message
+    row_rejected();
+    Store_status st = Store_status::of(Store_errc::bad_value);
+    st.message = last_error_;
+    return st;
+  }
+  /* True (message in last_error_) when a column this insert leaves out has a DEFAULT calling
+     NEXTVAL(): the sequence is another table, which SQL opens and locks with the statement and a
+     worker cannot; evaluating it without that crashes the server. */
+  bool default_needs_a_sequence(TABLE *t);
   bool halloween_risk(TABLE *t, const Open_index &idx, const Modify_request &mod) const;
 
   Counters &counters_;

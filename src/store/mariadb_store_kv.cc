@@ -87,7 +87,7 @@ Store_status Mariadb_store::kv_set_row(TABLE *t, const Open_index &idx, const Kv
   if (exists) {
     if (!compare_record(t)) return {};
     if (t->default_field) t->evaluate_update_default_function();
-    if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return Store_status::of(Store_errc::bad_value);
+    if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return rejected_status();
     r = write_changed_row(t);
   } else {
     if (missing_required_values(t)) {
@@ -95,8 +95,13 @@ Store_status Mariadb_store::kv_set_row(TABLE *t, const Open_index &idx, const Kv
       e.message = last_error_;
       return e;
     }
-    if (t->default_field && t->update_default_fields(false)) return Store_status::of(Store_errc::bad_value);
-    if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return Store_status::of(Store_errc::bad_value);
+    if (t->default_field && default_needs_a_sequence(t)) {
+      Store_status e = Store_status::of(Store_errc::bad_value);
+      e.message = last_error_;
+      return e;
+    }
+    if (t->default_field && t->update_default_fields(false)) return rejected_status();
+    if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return rejected_status();
     r = write_new_row(t);
   }
   if (r == kBadValue) {

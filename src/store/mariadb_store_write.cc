@@ -50,6 +50,20 @@ int Mariadb_store::row_rejected() {
   return kBadValue;
 }
 
+bool Mariadb_store::default_needs_a_sequence(TABLE *t) {
+  if (!t->internal_tables || !t->default_field) return false;
+  for (Field **fp = t->default_field; *fp; ++fp) {
+    Field *f = *fp;
+    if (!f->has_explicit_value() && f->default_value && (f->default_value->flags & VCOL_NEXTVAL)) {
+      last_error_ = std::string("column '") + f->field_name.str +
+                    "' needs a value: its DEFAULT calls NEXTVAL(), which tablesocket does not run "
+                    "(give the column a value, or insert through SQL)";
+      return true;
+    }
+  }
+  return false;
+}
+
 int Mariadb_store::refuse_triggers(TABLE *t, int event) {
   Table_triggers_list *tr = t->triggers;
   if (!tr) return 0;
@@ -233,6 +247,7 @@ Store_status Mariadb_store::insert(Open_index &idx, const Datum *values, uint32_
   Table_slot &s = slots_[idx.slot_];
   st = begin_write(s);
   if (!st.ok()) return st;
+  last_error_.clear();
   handler *h = t->file;
   restore_record(t, s->default_values);  // t->s->default_values: every column at its default
   t->reset_default_fields();
@@ -267,8 +282,11 @@ Store_status Mariadb_store::insert(Open_index &idx, const Datum *values, uint32_
       }
     }
   }
-  if (!r && t->default_field && t->update_default_fields(false)) r = kBadValue;
-  if (!r && t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) r = kBadValue;
+  if (!r && !updated_existing && t->default_field) {
+    if (default_needs_a_sequence(t)) r = kBadValue;
+    else if (t->update_default_fields(false)) r = row_rejected();
+  }
+  if (!r && t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) r = row_rejected();
   if (r == kBadValue && last_error_.empty() && thd_->get_stmt_da()->is_error())
     last_error_ = thd_->get_stmt_da()->message();
   if (!r && !updated_existing) {
@@ -344,7 +362,7 @@ Store_status Mariadb_store::update_existing(TABLE *t, const Open_index &idx, con
   if (t->found_next_number_field) result->insert_id = uint64_t(t->found_next_number_field->val_int());
   if (!compare_record(t)) return {};
   if (t->default_field) t->evaluate_update_default_function();
-  if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return Store_status::of(Store_errc::bad_value);
+  if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return rejected_status();
   int e = write_changed_row(t);
   if (e == kBadValue) {
     Store_status st = Store_status::of(Store_errc::bad_value);
@@ -408,7 +426,7 @@ int Mariadb_store::modify_row(TABLE *t, const Open_index &idx, const Modify_requ
   }
   if (!compare_record(t)) return 0;  // unchanged: counted as modified, as HandlerSocket does
   if (t->default_field) t->evaluate_update_default_function();
-  if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return kBadValue;
+  if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return row_rejected();
   return write_changed_row(t);
 }
 

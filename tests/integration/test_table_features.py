@@ -118,3 +118,36 @@ class TestTriggers:
         # reads are not affected; dropping the trigger makes the table writable again
         server.exec_sql(f"DROP TRIGGER test.{t}_au")
         assert c.request("1\t=\t1\t1\t1\t0\tU\t1\t5\n") == b"0\t1\t1\n"
+
+
+class TestDefaultsAndGeneratedColumns:
+    def test_a_nextval_default_is_refused_not_crashed_on(self, server, hs, make_table):
+        # DEFAULT NEXTVAL(seq) needs the sequence opened with the statement (the server crashed
+        # evaluating it without): a value for the column is required instead
+        t = make_table("id int primary key")
+        seq = f"{t}_seq"
+        server.exec_sql(f"CREATE SEQUENCE test.{seq}")
+        try:
+            server.exec_sql(f"DROP TABLE test.{t}")
+            server.exec_sql(f"CREATE TABLE test.{t} (id int primary key, n bigint default nextval(test.{seq}))")
+            c = hs(wr=True)
+            opened(c, t, "id,n")
+            r = c.request("1\t+\t1\t1\n")
+            assert r.startswith(b"1\t1\tcolumn 'n' needs a value: its DEFAULT calls NEXTVAL()"), r
+            assert c.request("1\t+\t2\t2\t42\n") == b"0\t1\n"
+            assert c.request("1\t+=\t2\t2\t43\n") == b"0\t1\n"
+            assert server.sql(f"SELECT id, n FROM test.{t}") == [("2", "43")]
+            server.exec_sql(f"INSERT INTO test.{t} (id) VALUES (3)")   # SQL still uses the sequence
+            assert server.sql(f"SELECT n FROM test.{t} WHERE id = 3") == [("1",)]
+        finally:
+            server.exec_sql(f"DROP TABLE IF EXISTS test.{t}")
+            server.exec_sql(f"DROP SEQUENCE IF EXISTS test.{seq}")
+
+    def test_a_generated_column_error_is_the_servers_message(self, server, hs, make_table):
+        t = make_table("id int primary key, a int, b int as (100 div a) stored")
+        c = hs(wr=True)
+        opened(c, t, "id,a")
+        assert c.request("1\t+\t2\t1\t0\n") == b"1\t1\tDivision by 0\n"
+        assert c.request("1\t+\t2\t2\t5\n") == b"0\t1\n"
+        assert c.request("1\t=\t1\t2\t1\t0\tU\t2\t0\n") == b"1\t1\tDivision by 0\n"
+        assert server.sql(f"SELECT id, a, b FROM test.{t}") == [("2", "5", "20")]
