@@ -301,7 +301,8 @@ Mc_session::Exec Mc_session::server_error(const Store_status &st, Byte_buffer &o
     case Store_errc::table_open_failed: msg = "no such container table (check the containers configuration)"; break;
     case Store_errc::index_not_found: msg = "container index not found"; break;
     case Store_errc::index_unusable:
-      msg = "container index cannot look keys up (FULLTEXT, SPATIAL or a hash-based UNIQUE index)";
+      msg = "the container's index cannot serve this lookup (FULLTEXT, SPATIAL and long-UNIQUE indexes "
+            "serve none, hash indexes whole keys only)";
       break;
     case Store_errc::column_not_found: msg = "container column not found"; break;
     case Store_errc::table_busy:

@@ -1138,6 +1138,22 @@ def test_a_key_column_indexed_by_a_prefix_finds_only_its_own_key(ts, tsmc, make_
 
 
 @TS_ONLY
+def test_a_memory_table_container_serves_keys_but_refuses_ranges(ts, tsmc, make_table, containers):
+    t = make_table("k VARCHAR(50) PRIMARY KEY")
+    ts.exec_sql(f"DROP TABLE test.{t}")
+    ts.exec_sql(f"CREATE TABLE test.{t} (k VARCHAR(50), v VARCHAR(100), PRIMARY KEY USING HASH (k)) ENGINE=MEMORY")
+    name = containers(f"mem_{uuid.uuid4().hex[:8]}", t, "k", "v")
+    c = tsmc()
+    wait_for_container(c, name)
+    c.request(f"get @@{name}\r\n", value_reply(f"@@{name}", f"test/{t}".encode()) + b"END\r\n")
+    c.set("a", b"one")
+    c.request("get a b\r\n", value_reply("a", b"one") + b"END\r\n")
+    c.send("get @>=a\r\n")
+    assert c.recv_line().startswith(b"SERVER_ERROR the container's index cannot serve this lookup")
+    c.request("delete a\r\n", b"DELETED\r\n")
+
+
+@TS_ONLY
 def test_a_row_locked_by_sql_delays_only_the_request_that_needs_it(ts, tsmc, key):
     import pymysql
     k, other = key("locked"), key("free")
