@@ -3,6 +3,9 @@
 #include <atomic>
 #include <cstring>
 #include <ctime>
+#include <mutex>
+#include <string>
+#include <unordered_map>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -35,6 +38,51 @@ int64_t to_i64(std::string_view s) {
   if (!s.empty() && s[0] == '-') return -int64_t(to_u64(s.substr(1)));
   return int64_t(to_u64(s));
 }
+
+/* memcached's stale/win bits (mg N and R, ms I, md I) for rows in tables. memcached keeps them in
+   the item; a row has no place for them, so they live here, server-wide (one key's clients may be
+   on different workers), keyed by table and key and tied to the row's CAS: any write of the row,
+   from anywhere (SQL too), changes its CAS and so voids the entry. Only requests with these flags
+   take the mutex, and an mg while entries exist (otherwise one relaxed atomic load). Bounded:
+   past kMax entries the table starts over (clients then see no Z/X until the next N/R/I). */
+class Recache_tokens {
+ public:
+  struct State {
+    bool stale = false;       // X: the item was invalidated (ms I with an older CAS, md I)
+    bool token_sent = false;  // Z: a client already won the right to recache it (W)
+  };
+  static Recache_tokens &instance() {
+    static Recache_tokens t;
+    return t;
+  }
+  bool empty() const { return count_.load(std::memory_order_relaxed) == 0; }
+  /* The state of key's row whose CAS is cas (an entry for another CAS is stale itself: dropped). */
+  State get(const std::string &key, uint64_t cas) {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = map_.find(key);
+    if (it == map_.end()) return {};
+    if (it->second.cas == cas) return it->second.state;
+    map_.erase(it);
+    count_.store(map_.size(), std::memory_order_relaxed);
+    return {};
+  }
+  void put(const std::string &key, uint64_t cas, State s) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (map_.size() >= kMax) map_.clear();
+    map_[key] = Entry{cas, s};
+    count_.store(map_.size(), std::memory_order_relaxed);
+  }
+
+ private:
+  static constexpr size_t kMax = 100000;
+  struct Entry {
+    uint64_t cas;
+    State state;
+  };
+  std::mutex mu_;
+  std::unordered_map<std::string, Entry> map_;
+  std::atomic<size_t> count_{0};
+};
 
 /* "@@name" or "@@name.key": the key names a container (MySQL's plugin's syntax). */
 bool names_container(std::string_view key) { return key.size() > 2 && key[0] == '@' && key[1] == '@'; }
@@ -762,12 +810,52 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
   clear_items();
   st = lookup(*oc, &row_key, 1, items_);
   if (!st.ok()) return server_error(st, out, false);
-  count_gets(1, items_.size());
+  bool won = false, vivified = false;
+  if (items_.empty() && rq.meta.vivify) {
+    /* N<ttl>: the miss creates an empty item; this client wins the right to fill it (W), the
+       ones that come before it is filled see it with Z. */
+    Kv_request add;
+    add.op = Kv_op::add;
+    add.key = Datum{row_key.data() ? row_key.data() : "", row_key.size()};
+    add.value = Datum{"", 0};
+    add.expiry = absolute_expiry(rq.meta.vivify_ttl);
+    Kv_result ar;
+    st = write(*oc, add, &ar);
+    if (!st.ok()) return server_error(st, out, false);
+    if (ar.outcome == Kv_outcome::stored) {
+      Recache_tokens::instance().put(token_key(oc->def, row_key), ar.cas, {false, true});
+      items_.emplace_back();
+      Item &v = items_.back();
+      v.key.assign(row_key.data() ? row_key.data() : "", row_key.size());
+      v.expiry = add.expiry;
+      v.cas = ar.cas;
+      won = vivified = true;
+    } else {
+      st = lookup(*oc, &row_key, 1, items_);  // another client created it meanwhile
+      if (!st.ok()) return server_error(st, out, false);
+    }
+  }
+  count_gets(1, items_.size() - (vivified ? 1 : 0));
   if (items_.empty()) {
     if (!rq.noreply) mc::encode_meta(out, Mc_meta_code::en, rq, nullptr);
     return Exec::done;
   }
   Item &it = items_[0];
+  bool stale = false, token_sent = false;
+  if (!vivified && (rq.meta.vivify || rq.meta.has_recache || !Recache_tokens::instance().empty())) {
+    const std::string tk = token_key(oc->def, row_key);
+    Recache_tokens::State s = Recache_tokens::instance().get(tk, cas_of(it));
+    stale = s.stale;
+    const int64_t left = it.expiry > 0 ? it.expiry - int64_t(time(nullptr)) : -1;
+    const bool recache = rq.meta.has_recache && left >= 0 && left < rq.meta.recache_ttl;
+    if (s.token_sent) {
+      token_sent = true;
+    } else if (s.stale || recache) {
+      won = true;
+      s.token_sent = true;
+      Recache_tokens::instance().put(tk, cas_of(it), s);
+    }
+  }
   if (rq.meta.has_ttl) {
     Kv_request kr;
     kr.op = Kv_op::touch;
@@ -784,6 +872,9 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
   info.size = uint32_t(it.value.size());
   info.ttl = it.expiry > 0 ? std::max<int64_t>(it.expiry - int64_t(time(nullptr)), 0) : -1;
   info.key_binary = rq.meta.base64_key;
+  info.won = won;
+  info.stale = stale;
+  info.token_sent = token_sent;
   if (rq.meta.return_value)
     mc::encode_meta_value(out, rq, &info, it.value);
   else
@@ -805,6 +896,20 @@ Mc_session::Exec Mc_session::exec_ms(const Mc_request &rq, Byte_buffer &out) {
   Kv_result res;
   st = write(*oc, kr, &res);
   if (!st.ok()) return server_error(st, out, false);
+  if (res.outcome == Kv_outcome::exists && rq.meta.invalidate && kr.op == Kv_op::cas) {
+    /* I with a CAS older than the item's: the value is stored all the same, and the item is
+       marked stale (the next mg sees X, and one client W). */
+    clear_items();
+    st = lookup(*oc, &row_key, 1, items_);
+    if (!st.ok()) return server_error(st, out, false);
+    if (!items_.empty() && rq.meta.compare_cas < cas_of(items_[0])) {
+      kr.op = Kv_op::set;
+      st = write(*oc, kr, &res);
+      if (!st.ok()) return server_error(st, out, false);
+      if (res.outcome == Kv_outcome::stored)
+        Recache_tokens::instance().put(token_key(oc->def, row_key), res.cas, {true, false});
+    }
+  }
   mc::Mc_item_info info;
   info.cas = res.cas;
   Mc_meta_code code;
@@ -835,6 +940,27 @@ Mc_session::Exec Mc_session::exec_md(const Mc_request &rq, Byte_buffer &out) {
   kr.op = Kv_op::remove;
   kr.key = Datum{row_key.data() ? row_key.data() : "", row_key.size()};
   Kv_result res;
+  if (rq.meta.invalidate) {
+    /* I: the item is marked stale instead of deleted (T<ttl> also sets its TTL). */
+    clear_items();
+    st = lookup(*oc, &row_key, 1, items_);
+    if (!st.ok()) return server_error(st, out, false);
+    if (items_.empty()) {
+      mc::encode_meta(out, Mc_meta_code::nf, rq, nullptr);
+      return Exec::done;
+    }
+    if (rq.meta.has_ttl) {
+      Kv_request t;
+      t.op = Kv_op::touch;
+      t.key = kr.key;
+      t.expiry = absolute_expiry(rq.meta.ttl);
+      st = write(*oc, t, &res);
+      if (!st.ok()) return server_error(st, out, false);
+    }
+    Recache_tokens::instance().put(token_key(oc->def, row_key), cas_of(items_[0]), {true, false});
+    if (!rq.noreply) mc::encode_meta(out, Mc_meta_code::hd, rq, nullptr);
+    return Exec::done;
+  }
   st = write(*oc, kr, &res);
   if (!st.ok()) return server_error(st, out, false);
   if (res.outcome == Kv_outcome::deleted) {

@@ -40,6 +40,15 @@ class Mc_session final : public Session {
 
  private:
   enum class Exec : uint8_t { done, park, close };
+  /* The key of a row in the stale/win table: its table and its key. */
+  static std::string token_key(const Mc_container &def, std::string_view row_key) {
+    std::string k = def.db;
+    k.push_back('.');
+    k += def.table;
+    k.push_back('\0');
+    k.append(row_key.data() ? row_key.data() : "", row_key.size());
+    return k;
+  }
   void count_gets(uint64_t asked, uint64_t found) {
     counters_.add(counters_.mc_cmd_get, asked);
     counters_.add(counters_.mc_get_hits, found);

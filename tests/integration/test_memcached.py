@@ -667,20 +667,17 @@ def test_ms_modes_and_flags(mc, key):
     c.assert_silent()
 
 
-@on_targets(bug="ms with I and an older C CAS answers EX; memcached stores the value and "
-                             "marks the item stale (HD, then mg shows X W)")
 def test_ms_invalidate_with_an_older_cas_stores_a_stale_item(mc, key):
     c = mc()
     k = key()
-    c.request(f"ms {k} 1\r\n1\r\n", b"HD\r\n")
+    c.request(f"ms {k} 1\r\n0\r\n", b"HD\r\n")  # twice: on a fresh memcached the first CAS is 1,
+    c.request(f"ms {k} 1\r\n1\r\n", b"HD\r\n")  # and C0 below would mean "no CAS"
     cas = c.gets_cas(k)
     c.request(f"ms {k} 1 I C{cas - 1}\r\n2\r\n", b"HD\r\n")
     c.send(f"mg {k} v\r\n")
     assert re.fullmatch(rb"VA 1 X W\r\n2\r\n", c.recv_until())
 
 
-@on_targets(bug="mg N<ttl> (autovivify on miss) is parsed but ignored: tablesocket answers EN and creates "
-                "nothing; memcached creates an empty item and answers 'VA 0 ... W' (the win token), then Z")
 def test_mg_autovivify_creates_the_missing_item(mc, key):
     c = mc()
     k = key()
@@ -688,6 +685,43 @@ def test_mg_autovivify_creates_the_missing_item(mc, key):
     assert re.fullmatch(rb"VA 0 t30 W\r\n\r\n", c.recv_until())
     c.send(f"mg {k} N30 v\r\n")
     assert re.fullmatch(rb"VA 0 Z\r\n\r\n", c.recv_until())
+
+
+def test_the_win_token_goes_to_one_client_until_the_item_is_set(mc, key):
+    a, b = mc(), mc()
+    k = key()
+    a.send(f"mg {k} N30 v c\r\n")
+    assert re.fullmatch(rb"VA 0 c\d+ W\r\n\r\n", a.recv_until())
+    b.send(f"mg {k} N30 v\r\n")                      # another client: someone is on it
+    assert re.fullmatch(rb"VA 0 Z\r\n\r\n", b.recv_until())
+    a.request(f"ms {k} 5 T60\r\nfresh\r\n", b"HD\r\n")   # the winner fills it
+    b.request(f"mg {k} v\r\n", b"VA 5\r\nfresh\r\n")   # an ordinary hit again
+    b.request(f"mg {k} N30 v\r\n", b"VA 5\r\nfresh\r\n")
+
+
+def test_mg_recache_hands_out_one_win_when_the_ttl_runs_low(mc, key):
+    c = mc()
+    k = key()
+    c.request(f"ms {k} 1 T10\r\nv\r\n", b"HD\r\n")
+    c.request(f"mg {k} v R5\r\n", b"VA 1\r\nv\r\n")      # 10 s left: no need yet
+    c.send(f"mg {k} v R30\r\n")                           # under 30 s left: this one wins
+    assert re.fullmatch(rb"VA 1 W\r\nv\r\n", c.recv_until())
+    c.send(f"mg {k} v R30\r\n")
+    assert re.fullmatch(rb"VA 1 Z\r\nv\r\n", c.recv_until())
+
+
+def test_md_invalidate_marks_the_item_stale_instead_of_deleting_it(mc, key):
+    c = mc()
+    k, m = key(), key("missing")
+    c.request(f"ms {k} 1\r\nv\r\n", b"HD\r\n")
+    c.request(f"md {k} I\r\n", b"HD\r\n")
+    c.send(f"mg {k} v\r\n")
+    assert re.fullmatch(rb"VA 1 X W\r\nv\r\n", c.recv_until())
+    c.send(f"mg {k} v\r\n")
+    assert re.fullmatch(rb"VA 1 Z X\r\nv\r\n", c.recv_until())
+    c.request(f"ms {k} 1\r\nw\r\n", b"HD\r\n")          # a new value: fresh again
+    c.request(f"mg {k} v\r\n", b"VA 1\r\nw\r\n")
+    c.request(f"md {m} I\r\n", b"NF\r\n")
 
 
 def test_md_with_q_and_c(mc, key):
