@@ -41,10 +41,11 @@ int64_t to_i64(std::string_view s) {
 
 /* memcached's stale/win bits (mg N and R, ms I, md I) for rows in tables. memcached keeps them in
    the item; a row has no place for them, so they live here, server-wide (one key's clients may be
-   on different workers), keyed by table and key and tied to the row's CAS: any write of the row,
-   from anywhere (SQL too), changes its CAS and so voids the entry. Only requests with these flags
-   take the mutex, and an mg while entries exist (otherwise one relaxed atomic load). Bounded:
-   past kMax entries the table starts over (clients then see no Z/X until the next N/R/I). */
+   on different workers), keyed by table and key and tied to the row's CAS: any write of the row
+   from anywhere (SQL too) changes its CAS and so voids the entry, and a memcached write of the key
+   drops it. Sharded by key: a request takes a shard's mutex only when it uses these flags or its
+   shard holds entries (otherwise one relaxed atomic load). Bounded: a shard past its share of
+   kMax starts over (its clients then see no Z/X until the next N/R/I). */
 class Recache_tokens {
  public:
   struct State {
@@ -55,33 +56,49 @@ class Recache_tokens {
     static Recache_tokens t;
     return t;
   }
-  bool empty() const { return count_.load(std::memory_order_relaxed) == 0; }
-  /* The state of key's row whose CAS is cas (an entry for another CAS is stale itself: dropped). */
-  State get(const std::string &key, uint64_t cas) {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = map_.find(key);
-    if (it == map_.end()) return {};
+  bool empty(std::string_view row_key) const {
+    return shard(row_key).count.load(std::memory_order_relaxed) == 0;
+  }
+  /* The state of the row whose CAS is cas (an entry for another CAS is void: dropped). */
+  State get(std::string_view row_key, const std::string &key, uint64_t cas) {
+    Shard &sh = shard(row_key);
+    std::lock_guard<std::mutex> g(sh.mu);
+    auto it = sh.map.find(key);
+    if (it == sh.map.end()) return {};
     if (it->second.cas == cas) return it->second.state;
-    map_.erase(it);
-    count_.store(map_.size(), std::memory_order_relaxed);
+    sh.map.erase(it);
+    sh.count.store(sh.map.size(), std::memory_order_relaxed);
     return {};
   }
-  void put(const std::string &key, uint64_t cas, State s) {
-    std::lock_guard<std::mutex> g(mu_);
-    if (map_.size() >= kMax) map_.clear();
-    map_[key] = Entry{cas, s};
-    count_.store(map_.size(), std::memory_order_relaxed);
+  void put(std::string_view row_key, const std::string &key, uint64_t cas, State s) {
+    Shard &sh = shard(row_key);
+    std::lock_guard<std::mutex> g(sh.mu);
+    if (sh.map.size() >= kMax / kShards) sh.map.clear();
+    sh.map[key] = Entry{cas, s};
+    sh.count.store(sh.map.size(), std::memory_order_relaxed);
+  }
+  void forget(std::string_view row_key, const std::string &key) {
+    Shard &sh = shard(row_key);
+    std::lock_guard<std::mutex> g(sh.mu);
+    if (sh.map.erase(key)) sh.count.store(sh.map.size(), std::memory_order_relaxed);
   }
 
  private:
-  static constexpr size_t kMax = 100000;
+  static constexpr size_t kMax = 100000, kShards = 64;
   struct Entry {
     uint64_t cas;
     State state;
   };
-  std::mutex mu_;
-  std::unordered_map<std::string, Entry> map_;
-  std::atomic<size_t> count_{0};
+  struct alignas(64) Shard {
+    std::mutex mu;
+    std::unordered_map<std::string, Entry> map;
+    std::atomic<size_t> count{0};
+  };
+  Shard &shard(std::string_view row_key) { return shards_[std::hash<std::string_view>()(row_key) % kShards]; }
+  const Shard &shard(std::string_view row_key) const {
+    return shards_[std::hash<std::string_view>()(row_key) % kShards];
+  }
+  Shard shards_[kShards];
 };
 
 /* "@@name" or "@@name.key": the key names a container (MySQL's plugin's syntax). */
@@ -320,7 +337,13 @@ Store_status Mc_session::write(Open_container &oc, Kv_request &kr, Kv_result *re
   kr.new_cas = next_cas();
   kr.max_value_size = cfg_.mc_max_value_size;
   Store_status st = store_.kv_write(oc.idx, oc.def.layout, kr, res);
-  if (st.ok()) wrote_in_batch = true;
+  if (st.ok()) {
+    wrote_in_batch = true;
+    /* A new value (or none) ends the item's stale/win state; a touch does not. */
+    const std::string_view k = kr.key.view();
+    if (kr.op != Kv_op::touch && !Recache_tokens::instance().empty(k))
+      Recache_tokens::instance().forget(k, token_key(oc.def, k));
+  }
   return st;
 }
 
@@ -823,7 +846,7 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
     st = write(*oc, add, &ar);
     if (!st.ok()) return server_error(st, out, false);
     if (ar.outcome == Kv_outcome::stored) {
-      Recache_tokens::instance().put(token_key(oc->def, row_key), ar.cas, {false, true});
+      Recache_tokens::instance().put(row_key, token_key(oc->def, row_key), ar.cas, {false, true});
       items_.emplace_back();
       Item &v = items_.back();
       v.key.assign(row_key.data() ? row_key.data() : "", row_key.size());
@@ -842,9 +865,9 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
   }
   Item &it = items_[0];
   bool stale = false, token_sent = false;
-  if (!vivified && (rq.meta.vivify || rq.meta.has_recache || !Recache_tokens::instance().empty())) {
+  if (!vivified && (rq.meta.vivify || rq.meta.has_recache || !Recache_tokens::instance().empty(row_key))) {
     const std::string tk = token_key(oc->def, row_key);
-    Recache_tokens::State s = Recache_tokens::instance().get(tk, cas_of(it));
+    Recache_tokens::State s = Recache_tokens::instance().get(row_key, tk, cas_of(it));
     stale = s.stale;
     const int64_t left = it.expiry > 0 ? it.expiry - int64_t(time(nullptr)) : -1;
     const bool recache = rq.meta.has_recache && left >= 0 && left < rq.meta.recache_ttl;
@@ -853,7 +876,7 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
     } else if (s.stale || recache) {
       won = true;
       s.token_sent = true;
-      Recache_tokens::instance().put(tk, cas_of(it), s);
+      Recache_tokens::instance().put(row_key, tk, cas_of(it), s);
     }
   }
   if (rq.meta.has_ttl) {
@@ -907,7 +930,7 @@ Mc_session::Exec Mc_session::exec_ms(const Mc_request &rq, Byte_buffer &out) {
       st = write(*oc, kr, &res);
       if (!st.ok()) return server_error(st, out, false);
       if (res.outcome == Kv_outcome::stored)
-        Recache_tokens::instance().put(token_key(oc->def, row_key), res.cas, {true, false});
+        Recache_tokens::instance().put(row_key, token_key(oc->def, row_key), res.cas, {true, false});
     }
   }
   mc::Mc_item_info info;
@@ -957,7 +980,7 @@ Mc_session::Exec Mc_session::exec_md(const Mc_request &rq, Byte_buffer &out) {
       st = write(*oc, t, &res);
       if (!st.ok()) return server_error(st, out, false);
     }
-    Recache_tokens::instance().put(token_key(oc->def, row_key), cas_of(items_[0]), {true, false});
+    Recache_tokens::instance().put(row_key, token_key(oc->def, row_key), cas_of(items_[0]), {true, false});
     if (!rq.noreply) mc::encode_meta(out, Mc_meta_code::hd, rq, nullptr);
     return Exec::done;
   }

@@ -724,6 +724,16 @@ def test_md_invalidate_marks_the_item_stale_instead_of_deleting_it(mc, key):
     c.request(f"md {m} I\r\n", b"NF\r\n")
 
 
+@TS_ONLY
+def test_a_write_through_sql_ends_an_items_stale_state(ts, tsmc, key):
+    c = tsmc()
+    k = key()
+    c.request(f"ms {k} 1\r\nv\r\n", b"HD\r\n")
+    c.request(f"md {k} I\r\n", b"HD\r\n")
+    ts.exec_sql("UPDATE test.kv SET v = 'sql', cas = cas + 1 WHERE k = %s", (k.encode(),))
+    c.request(f"mg {k} v\r\n", b"VA 3\r\nsql\r\n")
+
+
 def test_md_with_q_and_c(mc, key):
     c = mc()
     k, m = key(), key("missing")
