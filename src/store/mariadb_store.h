@@ -154,7 +154,7 @@ class Mariadb_store final : public Store {
                           std::string_view value, bool exists_physically);
 
   /* ---- writes (mariadb_store_write.cc) ---- */
-  Store_status begin_write(Table_slot &s);
+  Store_status begin_write(Table_slot &s, const Open_index &idx);
   /* Ends a write statement: keeps (ok) or rolls back its changes. False if keeping failed. */
   bool end_write(Table_slot &s, bool ok);
   Store_status store_value(Field *f, const Datum &v);
@@ -214,6 +214,7 @@ class Mariadb_store final : public Store {
   bool batch_lost_writes_ = false;
   MDL_request backup_request_;  // MDL_BACKUP_DML while the batch writes (FTWRL waits for it)
   bool backup_locked_ = false;
+  bool statement_db_set_ = false;  // a write statement made its table's database current
   std::string last_error_;
 
   std::vector<uchar> key_buf_, filter_buf_, refs_;

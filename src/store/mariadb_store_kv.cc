@@ -120,7 +120,7 @@ Store_status Mariadb_store::kv_write(Open_index &idx, const Kv_layout &layout, c
   if (!st.ok()) return st;
   if (idx.columns_.size() < 1 + layout.nvalues) return Store_status::of(Store_errc::column_not_found);
   Table_slot &s = slots_[idx.slot_];
-  st = begin_write(s);
+  st = begin_write(s, idx);
   if (!st.ok()) return st;
   last_error_.clear();
   handler *h = t->file;

@@ -105,7 +105,7 @@ int Mariadb_store::remove_row(TABLE *t) {
   return t->versioned() ? t->delete_row<false>(true) : t->file->ha_delete_row(t->record[0]);
 }
 
-Store_status Mariadb_store::begin_write(Table_slot &s) {
+Store_status Mariadb_store::begin_write(Table_slot &s, const Open_index &idx) {
   if (opt_readonly) return Store_status::of(Store_errc::server_read_only);
   if (!backup_locked_) {
     /* The protection DML takes against FLUSH TABLES WITH READ LOCK and BACKUP STAGE, held until the
@@ -131,6 +131,26 @@ Store_status Mariadb_store::begin_write(Table_slot &s) {
   if (s.table->file->prepare_for_insert(true)) {
     clear_diagnostics();
     return Store_status::of(Store_errc::handler_error, HA_ERR_OUT_OF_MEM);
+  }
+  TABLE *t = s.table;
+  if (!t->vcol_refix_list.is_empty()) {
+    /* Defaults and generated columns that read the session (CURRENT_USER(), DATABASE(), ...):
+       SQL fixes them again for every statement, in the client's context. So do we: as the
+       connection's account (when it logged in as one), with the table's database current. */
+    thd_->reset_db(&t->s->db);
+    statement_db_set_ = true;
+    Security_context *saved = thd_->security_ctx;
+    if (idx.principal_) thd_->security_ctx = &static_cast<Mariadb_principal *>(idx.principal_)->sctx;
+    t->vcol_cleanup_expr(thd_);
+    const bool failed = t->vcol_fix_expr(thd_);
+    thd_->security_ctx = saved;
+    if (failed) {
+      last_error_ = thd_->get_stmt_da()->is_error() ? thd_->get_stmt_da()->message() : "cannot evaluate a DEFAULT";
+      clear_diagnostics();
+      Store_status st = Store_status::of(Store_errc::bad_value);
+      st.message = last_error_;
+      return st;
+    }
   }
   thd_->count_cuted_fields = CHECK_FIELD_ERROR_FOR_NULL;
   thd_->cuted_fields = 0;
@@ -169,6 +189,11 @@ bool Mariadb_store::end_write(Table_slot &s, bool ok) {
   handler *h = s.table->file;
   h->row_logging = h->row_logging_init = 0;
   reset_handler(s.table);  // the next write statement marks the engine read-write again
+  if (statement_db_set_) {
+    static const LEX_CSTRING no_db = {nullptr, 0};
+    thd_->reset_db(&no_db);
+    statement_db_set_ = false;
+  }
   thd_->reset_binlog_for_next_statement();
   thd_->lock = nullptr;
   thd_->count_cuted_fields = CHECK_FIELD_IGNORE;
@@ -245,7 +270,7 @@ Store_status Mariadb_store::insert(Open_index &idx, const Datum *values, uint32_
   if (!st.ok()) return st;
   if (n > idx.columns_.size()) return Store_status::of(Store_errc::too_many_values);
   Table_slot &s = slots_[idx.slot_];
-  st = begin_write(s);
+  st = begin_write(s, idx);
   if (!st.ok()) return st;
   last_error_.clear();
   handler *h = t->file;
@@ -440,7 +465,7 @@ Store_status Mariadb_store::modify(Open_index &idx, const Find_request &req, con
   if (mod.op != Modify_op::remove && mod.nvalues > idx.columns_.size())
     return Store_status::of(Store_errc::too_many_values);
   Table_slot &s = slots_[idx.slot_];
-  st = begin_write(s);
+  st = begin_write(s, idx);
   if (!st.ok()) return st;
   last_error_.clear();
   st = scan(idx, req, mod.returns_rows ? &sink : nullptr, &mod, modified);

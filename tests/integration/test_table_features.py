@@ -151,3 +151,28 @@ class TestDefaultsAndGeneratedColumns:
         assert c.request("1\t+\t2\t2\t5\n") == b"0\t1\n"
         assert c.request("1\t=\t1\t2\t1\t0\tU\t2\t0\n") == b"1\t1\tDivision by 0\n"
         assert server.sql(f"SELECT id, a, b FROM test.{t}") == [("2", "5", "20")]
+
+
+class TestSessionDefaults:
+    def test_current_user_and_database_defaults_are_the_connections(self, server, hs, make_table):
+        from test_security import login
+        t = make_table("id int primary key, who varchar(100) default (current_user()), "
+                       "db varchar(64) default (database()), at datetime default (now())")
+        server.exec_sql("DROP USER IF EXISTS 'defuser'@'%'")
+        server.exec_sql("CREATE USER 'defuser'@'%' IDENTIFIED BY 'pw2'")
+        server.exec_sql(f"GRANT SELECT, INSERT ON test.{t} TO 'defuser'@'%'")
+        try:
+            c = hs(wr=True)
+            assert login(c, "defuser", "pw2") == b"0\t1\n"
+            opened(c, t, "id")
+            assert c.request("1\t+\t1\t1\n") == b"0\t1\n"
+            anon = hs(wr=True)
+            opened(anon, t, "id")
+            assert anon.request("1\t+\t1\t2\n") == b"0\t1\n"
+            rows = server.sql(f"SELECT id, who, db, at IS NOT NULL FROM test.{t} ORDER BY id")
+            assert rows[0] == ("1", "defuser@%", "test", "1"), rows
+            assert rows[1][2:] == ("test", "1"), rows
+            assert c.request("1\t+\t1\t3\n") == b"0\t1\n"   # again, after another account's insert
+            assert server.sql(f"SELECT who FROM test.{t} WHERE id = 3") == [("defuser@%",)]
+        finally:
+            server.exec_sql("DROP USER IF EXISTS 'defuser'@'%'")
