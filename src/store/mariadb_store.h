@@ -182,12 +182,22 @@ class Mariadb_store final : public Store {
   /* kBadValue with the server's message when t has triggers for event (they would not run). */
   int refuse_triggers(TABLE *t, int event);
   int row_rejected();  // kBadValue, last_error_ = the server's message (or a generic one)
-  Store_status rejected_status() {  // row_rejected() as a bad_value status carrying the message
-    row_rejected();
+  /* bad_value carrying last_error_ as its message. */
+  Store_status bad_value_status() const {
     Store_status st = Store_status::of(Store_errc::bad_value);
     st.message = last_error_;
     return st;
   }
+  Store_status rejected_status() {  // row_rejected() as a status
+    row_rejected();
+    return bad_value_status();
+  }
+  /* What SQL computes for a row between filling its given columns and writing it: a new row's
+     defaults and generated columns (complete_new_row; a DEFAULT calling NEXTVAL() is refused),
+     a changed row's ON UPDATE defaults and generated columns (complete_changed_row). 0 or
+     kBadValue (message in last_error_). */
+  int complete_new_row(TABLE *t);
+  int complete_changed_row(TABLE *t);
   /* True (message in last_error_) when a column this insert leaves out has a DEFAULT calling
      NEXTVAL(): the sequence is another table, which SQL opens and locks with the statement and a
      worker cannot; evaluating it without that crashes the server. */

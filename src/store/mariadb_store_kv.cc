@@ -39,7 +39,6 @@ std::string Mariadb_store::kv_current_value(TABLE *t, const Open_index &idx, con
 
 Store_status Mariadb_store::kv_set_row(TABLE *t, const Open_index &idx, const Kv_layout &layout,
                                        const Kv_request &req, std::string_view value, bool exists) {
-  handler *h = t->file;
   if (exists) {
     store_record(t, record[1]);
   } else {
@@ -73,9 +72,7 @@ Store_status Mariadb_store::kv_set_row(TABLE *t, const Open_index &idx, const Kv
     f->set_has_explicit_value();
     if (thd_->is_error()) {
       last_error_ = thd_->get_stmt_da()->message();
-      Store_status e = Store_status::of(Store_errc::bad_value);
-      e.message = last_error_;
-      return e;
+      return bad_value_status();
     }
     return {};
   };
@@ -86,29 +83,14 @@ Store_status Mariadb_store::kv_set_row(TABLE *t, const Open_index &idx, const Kv
   int r;
   if (exists) {
     if (!compare_record(t)) return {};
-    if (t->default_field) t->evaluate_update_default_function();
-    if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return rejected_status();
-    r = write_changed_row(t);
+    r = complete_changed_row(t);
+    if (!r) r = write_changed_row(t);
   } else {
-    if (missing_required_values(t)) {
-      Store_status e = Store_status::of(Store_errc::bad_value);
-      e.message = last_error_;
-      return e;
-    }
-    if (t->default_field && default_needs_a_sequence(t)) {
-      Store_status e = Store_status::of(Store_errc::bad_value);
-      e.message = last_error_;
-      return e;
-    }
-    if (t->default_field && t->update_default_fields(false)) return rejected_status();
-    if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return rejected_status();
-    r = write_new_row(t);
+    if (missing_required_values(t)) return bad_value_status();
+    r = complete_new_row(t);
+    if (!r) r = write_new_row(t);
   }
-  if (r == kBadValue) {
-    Store_status e = Store_status::of(Store_errc::bad_value);
-    e.message = last_error_;
-    return e;
-  }
+  if (r == kBadValue) return bad_value_status();
   return r ? Store_status::of(Store_errc::handler_error, r) : Store_status{};
 }
 

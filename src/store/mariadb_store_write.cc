@@ -50,6 +50,21 @@ int Mariadb_store::row_rejected() {
   return kBadValue;
 }
 
+int Mariadb_store::complete_new_row(TABLE *t) {
+  if (t->default_field) {
+    if (default_needs_a_sequence(t)) return kBadValue;
+    if (t->update_default_fields(false)) return row_rejected();
+  }
+  if (t->vfield && t->update_virtual_fields(t->file, VCOL_UPDATE_FOR_WRITE)) return row_rejected();
+  return 0;
+}
+
+int Mariadb_store::complete_changed_row(TABLE *t) {
+  if (t->default_field) t->evaluate_update_default_function();
+  if (t->vfield && t->update_virtual_fields(t->file, VCOL_UPDATE_FOR_WRITE)) return row_rejected();
+  return 0;
+}
+
 bool Mariadb_store::default_needs_a_sequence(TABLE *t) {
   if (!t->internal_tables || !t->default_field) return false;
   for (Field **fp = t->default_field; *fp; ++fp) {
@@ -147,9 +162,7 @@ Store_status Mariadb_store::begin_write(Table_slot &s, const Open_index &idx) {
     if (failed) {
       last_error_ = thd_->get_stmt_da()->is_error() ? thd_->get_stmt_da()->message() : "cannot evaluate a DEFAULT";
       clear_diagnostics();
-      Store_status st = Store_status::of(Store_errc::bad_value);
-      st.message = last_error_;
-      return st;
+      return bad_value_status();
     }
   }
   thd_->count_cuted_fields = CHECK_FIELD_ERROR_FOR_NULL;
@@ -229,9 +242,7 @@ Store_status Mariadb_store::store_value(Field *f, const Datum &v) {
   f->set_has_explicit_value();
   if (thd_->is_error()) {
     last_error_ = thd_->get_stmt_da()->message();
-    Store_status st = Store_status::of(Store_errc::bad_value);
-    st.message = last_error_;
-    return st;
+    return bad_value_status();
   }
   return {};
 }
@@ -253,9 +264,7 @@ Store_status Mariadb_store::failed_write(Table_slot &s, int handler_error) {
     std::string msg = last_error_;
     end_write(s, false);
     last_error_ = msg;
-    Store_status st = Store_status::of(Store_errc::bad_value);
-    st.message = last_error_;
-    return st;
+    return bad_value_status();
   }
   end_write(s, false);
   if (handler_error == HA_ERR_LOCK_WAIT_TIMEOUT || handler_error == HA_ERR_LOCK_DEADLOCK)
@@ -307,11 +316,7 @@ Store_status Mariadb_store::insert(Open_index &idx, const Datum *values, uint32_
       }
     }
   }
-  if (!r && !updated_existing && t->default_field) {
-    if (default_needs_a_sequence(t)) r = kBadValue;
-    else if (t->update_default_fields(false)) r = row_rejected();
-  }
-  if (!r && t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) r = row_rejected();
+  if (!r && !updated_existing) r = complete_new_row(t);
   if (r == kBadValue && last_error_.empty() && thd_->get_stmt_da()->is_error())
     last_error_ = thd_->get_stmt_da()->message();
   if (!r && !updated_existing) {
@@ -377,7 +382,6 @@ Store_status Mariadb_store::update_existing(TABLE *t, const Open_index &idx, con
                                             Insert_result *result) {
   /* record[1] holds the existing row. The new row is that row with the given columns replaced;
      the others keep their values. */
-  handler *h = t->file;
   restore_record(t, record[1]);
   t->reset_default_fields();
   for (uint32_t i = 0; i < n; ++i) {
@@ -386,14 +390,9 @@ Store_status Mariadb_store::update_existing(TABLE *t, const Open_index &idx, con
   }
   if (t->found_next_number_field) result->insert_id = uint64_t(t->found_next_number_field->val_int());
   if (!compare_record(t)) return {};
-  if (t->default_field) t->evaluate_update_default_function();
-  if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return rejected_status();
-  int e = write_changed_row(t);
-  if (e == kBadValue) {
-    Store_status st = Store_status::of(Store_errc::bad_value);
-    st.message = last_error_;
-    return st;
-  }
+  int e = complete_changed_row(t);
+  if (!e) e = write_changed_row(t);
+  if (e == kBadValue) return bad_value_status();
   if (e) return Store_status::of(Store_errc::handler_error, e);
   return {};
 }
@@ -416,7 +415,6 @@ bool Mariadb_store::halloween_risk(TABLE *t, const Open_index &idx, const Modify
 }
 
 int Mariadb_store::modify_row(TABLE *t, const Open_index &idx, const Modify_request &mod) {
-  handler *h = t->file;
   if (mod.op == Modify_op::remove) return remove_row(t);
   store_record(t, record[1]);
   t->reset_default_fields();
@@ -450,8 +448,7 @@ int Mariadb_store::modify_row(TABLE *t, const Open_index &idx, const Modify_requ
     }
   }
   if (!compare_record(t)) return 0;  // unchanged: counted as modified, as HandlerSocket does
-  if (t->default_field) t->evaluate_update_default_function();
-  if (t->vfield && t->update_virtual_fields(h, VCOL_UPDATE_FOR_WRITE)) return row_rejected();
+  if (int e = complete_changed_row(t)) return e;
   return write_changed_row(t);
 }
 
