@@ -47,6 +47,15 @@ struct Counters {
   void add(std::atomic<uint64_t> &c, uint64_t n = 1) { c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
 } __attribute__((aligned(64)));
 
+/* Adds c's counts (and its current connections and open tables) to out. */
+inline void add_counters(Counters &out, const Counters &c) {
+#define TS_SUM(name, desc) out.name.fetch_add(c.name.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  TABLESOCKET_COUNTERS(TS_SUM)
+#undef TS_SUM
+  out.connections.fetch_add(c.connections.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  out.open_tables.fetch_add(c.open_tables.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
 /* Every worker's counters (and the acceptor's) summed: what a protocol's own statistics report
    (memcached's "stats"). The network layer's Server implements it. */
 class Counters_source {

@@ -239,15 +239,8 @@ std::vector<Connection_info> Server::connections(unsigned timeout_ms) const {
 }
 
 void Server::sum_counters(Counters &out) const {
-  auto add_all = [&out](const Counters &c) {
-#define TS_SUM(name, desc) out.name.fetch_add(c.name.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    TABLESOCKET_COUNTERS(TS_SUM)
-#undef TS_SUM
-    out.connections.fetch_add(c.connections.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    out.open_tables.fetch_add(c.open_tables.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  };
-  add_all(acceptor_counters_);
-  for (auto &w : workers_) add_all(w->counters());
+  add_counters(out, acceptor_counters_);
+  for (auto &w : workers_) add_counters(out, w->counters());
 }
 
 }  // namespace tablesocket

@@ -641,7 +641,7 @@ void Worker::serve(Store &store) {
           continue;
         }
         Session_outcome o = c->session->run(c->in, c->out, cfg_.max_requests_per_batch);
-        if (c->in.empty()) c->in.shrink_if_idle(1 << 16);  // after a large request
+        c->in.shrink_if_idle(1 << 16);  // when empty after a large request
         if (enforce_buffer_memory(*c)) continue;  // its replies grew past what the server may hold
         if (o == Session_outcome::yielded && store.batch_budget_spent() && !spent_by) {
           spent_by = c;

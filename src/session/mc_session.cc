@@ -347,6 +347,25 @@ Store_status Mc_session::write(Open_container &oc, Kv_request &kr, Kv_result *re
   return st;
 }
 
+Store_status Mc_session::touch_row(Open_container &oc, std::string_view key, int64_t expiry) {
+  Kv_request kr;
+  kr.op = Kv_op::touch;
+  kr.key = Datum{key.data() ? key.data() : "", key.size()};
+  kr.expiry = expiry;
+  Kv_result res;
+  return write(oc, kr, &res);
+}
+
+Store_status Mc_session::add_row(Open_container &oc, std::string_view key, std::string_view value,
+                                 int64_t expiry, Kv_result *res) {
+  Kv_request kr;
+  kr.op = Kv_op::add;
+  kr.key = Datum{key.data() ? key.data() : "", key.size()};
+  kr.value = Datum{value.data() ? value.data() : "", value.size()};
+  kr.expiry = expiry;
+  return write(oc, kr, res);
+}
+
 void Mc_session::drop_refused_item(std::string_view key) {
   std::string_view row_key;
   Store_status st;
@@ -613,12 +632,7 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
     const int64_t expiry = absolute_expiry(rq.exptime);
     for (size_t i = 0; i < items_.size(); ++i) {
       if (!owner[i]) continue;
-      Kv_request kr;
-      kr.op = Kv_op::touch;
-      kr.key = Datum{items_[i].key.data(), items_[i].key.size()};
-      kr.expiry = expiry;
-      Kv_result res;
-      Store_status st = write(*owner[i], kr, &res);
+      Store_status st = touch_row(*owner[i], items_[i].key, expiry);
       if (!st.ok()) return server_error(st, out, false);
     }
   }
@@ -778,14 +792,10 @@ Mc_session::Exec Mc_session::exec_stats(const Mc_request &rq, Byte_buffer &out) 
     /* Server-wide figures (every worker, both protocols' connections), as memcached's are
        process-wide. */
     Counters sum;
-    if (all_counters_) {
+    if (all_counters_)
       all_counters_->sum_counters(sum);
-    } else {
-#define TS_COPY(name, desc) sum.name.store(counters_.name.load());
-      TABLESOCKET_COUNTERS(TS_COPY)
-#undef TS_COPY
-      sum.connections.store(counters_.connections.load());
-    }
+    else
+      add_counters(sum, counters_);
     const int64_t live = sum.connections.load();
     mc::encode_stat(out, "pid", uint64_t(getpid()));
     mc::encode_stat(out, "time", uint64_t(time(nullptr)));
@@ -837,20 +847,16 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
   if (items_.empty() && rq.meta.vivify) {
     /* N<ttl>: the miss creates an empty item; this client wins the right to fill it (W), the
        ones that come before it is filled see it with Z. */
-    Kv_request add;
-    add.op = Kv_op::add;
-    add.key = Datum{row_key.data() ? row_key.data() : "", row_key.size()};
-    add.value = Datum{"", 0};
-    add.expiry = absolute_expiry(rq.meta.vivify_ttl);
+    const int64_t expiry = absolute_expiry(rq.meta.vivify_ttl);
     Kv_result ar;
-    st = write(*oc, add, &ar);
+    st = add_row(*oc, row_key, "", expiry, &ar);
     if (!st.ok()) return server_error(st, out, false);
     if (ar.outcome == Kv_outcome::stored) {
       Recache_tokens::instance().put(row_key, token_key(oc->def, row_key), ar.cas, {false, true});
       items_.emplace_back();
       Item &v = items_.back();
       v.key.assign(row_key.data() ? row_key.data() : "", row_key.size());
-      v.expiry = add.expiry;
+      v.expiry = expiry;
       v.cas = ar.cas;
       won = vivified = true;
     } else {
@@ -880,14 +886,10 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
     }
   }
   if (rq.meta.has_ttl) {
-    Kv_request kr;
-    kr.op = Kv_op::touch;
-    kr.key = Datum{it.key.data(), it.key.size()};
-    kr.expiry = absolute_expiry(rq.meta.ttl);
-    Kv_result res;
-    st = write(*oc, kr, &res);
+    const int64_t expiry = absolute_expiry(rq.meta.ttl);
+    st = touch_row(*oc, it.key, expiry);
     if (!st.ok()) return server_error(st, out, false);
-    it.expiry = kr.expiry;
+    it.expiry = expiry;
   }
   mc::Mc_item_info info;
   info.cas = rq.meta.has('c') ? cas_of(it) : 0;
@@ -973,11 +975,7 @@ Mc_session::Exec Mc_session::exec_md(const Mc_request &rq, Byte_buffer &out) {
       return Exec::done;
     }
     if (rq.meta.has_ttl) {
-      Kv_request t;
-      t.op = Kv_op::touch;
-      t.key = kr.key;
-      t.expiry = absolute_expiry(rq.meta.ttl);
-      st = write(*oc, t, &res);
+      st = touch_row(*oc, row_key, absolute_expiry(rq.meta.ttl));
       if (!st.ok()) return server_error(st, out, false);
     }
     Recache_tokens::instance().put(row_key, token_key(oc->def, row_key), cas_of(items_[0]), {true, false});
@@ -1010,14 +1008,8 @@ Mc_session::Exec Mc_session::exec_ma(const Mc_request &rq, Byte_buffer &out) {
   bool vivified = false;
   if (res.outcome == Kv_outcome::not_found && rq.meta.vivify) {
     /* N<ttl>: create the counter with J<initial> (default 0). */
-    std::string init = std::to_string(rq.meta.initial);
-    Kv_request add;
-    add.op = Kv_op::add;
-    add.key = kr.key;
-    add.value = Datum{init.data(), init.size()};
-    add.expiry = absolute_expiry(rq.meta.vivify_ttl);
     Kv_result ar;
-    st = write(*oc, add, &ar);
+    st = add_row(*oc, row_key, std::to_string(rq.meta.initial), absolute_expiry(rq.meta.vivify_ttl), &ar);
     if (!st.ok()) return server_error(st, out, false);
     if (ar.outcome == Kv_outcome::stored) {
       res.outcome = Kv_outcome::number;
@@ -1038,12 +1030,7 @@ Mc_session::Exec Mc_session::exec_ma(const Mc_request &rq, Byte_buffer &out) {
     return Exec::done;
   }
   if (rq.meta.has_ttl) {
-    Kv_request t;
-    t.op = Kv_op::touch;
-    t.key = kr.key;
-    t.expiry = absolute_expiry(rq.meta.ttl);
-    Kv_result tr;
-    st = write(*oc, t, &tr);
+    st = touch_row(*oc, row_key, absolute_expiry(rq.meta.ttl));
     if (!st.ok()) return server_error(st, out, false);
   }
   mc::Mc_item_info info;

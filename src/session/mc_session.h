@@ -91,6 +91,11 @@ class Mc_session final : public Session {
   Store_status lookup(Open_container &oc, const std::string_view *keys, size_t n, std::vector<Item> &items);
   Store_status range(Open_container &oc, std::string_view spec, std::vector<Item> &items);
   Store_status write(Open_container &oc, Kv_request &kr, Kv_result *res);
+  /* Sets the expiry of key's row (gat/gats, and T<ttl> of mg, ma, md I). */
+  Store_status touch_row(Open_container &oc, std::string_view key, int64_t expiry);
+  /* Adds key's row with value and expiry unless it exists (N<ttl> of mg and ma). */
+  Store_status add_row(Open_container &oc, std::string_view key, std::string_view value, int64_t expiry,
+                       Kv_result *res);
   /* The key/value write a classic storage command or an ms asks for. */
   Kv_request storage_request(const mc::Mc_request &rq, std::string_view row_key) const;
   int64_t absolute_expiry(int32_t exptime) const;
