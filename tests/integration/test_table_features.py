@@ -176,3 +176,43 @@ class TestSessionDefaults:
             assert server.sql(f"SELECT who FROM test.{t} WHERE id = 3") == [("defuser@%",)]
         finally:
             server.exec_sql("DROP USER IF EXISTS 'defuser'@'%'")
+
+
+class TestVersionedReadsElsewhere:
+    def test_merges_and_memcached_skip_history_rows(self, server, hs, make_table):
+        t = make_table("id int primary key")
+        server.exec_sql(f"DROP TABLE test.{t}")
+        server.exec_sql(f"CREATE TABLE test.{t} (g int, s int, v varchar(20), PRIMARY KEY (g, s)) "
+                        "WITH SYSTEM VERSIONING")
+        server.exec_sql(f"INSERT INTO test.{t} VALUES (1, 1, 'a'), (1, 2, 'b'), (2, 1, 'c')")
+        server.exec_sql(f"UPDATE test.{t} SET v = 'B' WHERE g = 1 AND s = 2")   # (1, 2, 'b') is history
+        server.exec_sql(f"DELETE FROM test.{t} WHERE g = 2")                    # (2, 1, 'c') too
+        c = hs()
+        opened(c, t, "g,s,v")
+        assert c.request("1\tM-\t1\t\t10\t0\t@\t0\t2\t1\t2\n") == b"0\t3\t1\t2\tB\t1\t1\ta\n"
+        assert c.request("1\tM+\t1\t\t10\t0\t@\t0\t2\t1\t2\n") == b"0\t3\t1\t1\ta\t1\t2\tB\n"
+        if not getattr(server, "mc_port", None):
+            return
+        kv = make_table("k varchar(20) primary key")
+        server.exec_sql(f"DROP TABLE test.{kv}")
+        server.exec_sql(f"CREATE TABLE test.{kv} (k varchar(20) primary key, v varchar(20)) WITH SYSTEM VERSIONING")
+        server.exec_sql(f"INSERT INTO test.{kv} VALUES ('a', 'old')")
+        server.exec_sql(f"UPDATE test.{kv} SET v = 'new' WHERE k = 'a'")
+        name = "ver_" + kv
+        server.exec_sql("REPLACE INTO innodb_memcache.containers VALUES (%s,'test',%s,'k','v','0',NULL,NULL,'PRIMARY')",
+                        (name, kv), db=None)
+        try:
+            m = McConn(server.mc_port)
+            import time
+            deadline = time.monotonic() + 4
+            while not m.get(f"@@{name}").startswith(b"VALUE"):
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            m.request(f"get @@{name}.a\r\n", b"VALUE @@" + name.encode() + b".a 0 3\r\nnew\r\nEND\r\n")
+            m.request(f"get @@{name}.@>=a\r\n", b"VALUE a 0 3\r\nnew\r\nEND\r\n")
+            m.request(f"delete @@{name}.a\r\n", b"DELETED\r\n")
+            m.request(f"get @@{name}.a\r\n", b"END\r\n")
+            assert server.sql(f"SELECT COUNT(*) FROM test.{kv} FOR SYSTEM_TIME ALL") == [("2",)]  # both history
+            m.close()
+        finally:
+            server.exec_sql("DELETE FROM innodb_memcache.containers WHERE name = %s", (name,), db=None)
