@@ -44,7 +44,7 @@ int64_t to_i64(std::string_view s) {
    on different workers), keyed by table and key and tied to the row's CAS: any write of the row
    from anywhere (SQL too) changes its CAS and so voids the entry, and a memcached write of the key
    drops it. Sharded by key: a request takes a shard's mutex only when it uses these flags or its
-   shard holds entries (otherwise one relaxed atomic load). Bounded: a shard past its share of
+   shard holds entries (while no shard holds any, one relaxed atomic load). Bounded: a shard past its share of
    kMax starts over (its clients then see no Z/X until the next N/R/I). */
 class Recache_tokens {
  public:
@@ -56,8 +56,9 @@ class Recache_tokens {
     static Recache_tokens t;
     return t;
   }
+  /* True when row_key's shard holds no entry; without hashing the key while no shard holds any. */
   bool empty(std::string_view row_key) const {
-    return shard(row_key).count.load(std::memory_order_relaxed) == 0;
+    return total_.load(std::memory_order_relaxed) == 0 || shard(row_key).count.load(std::memory_order_relaxed) == 0;
   }
   /* The state of the row whose CAS is cas (an entry for another CAS is void: dropped). */
   State get(std::string_view row_key, const std::string &key, uint64_t cas) {
@@ -67,7 +68,7 @@ class Recache_tokens {
     if (it == sh.map.end()) return {};
     if (it->second.cas == cas) return it->second.state;
     sh.map.erase(it);
-    sh.count.store(sh.map.size(), std::memory_order_relaxed);
+    resized(sh);
     return {};
   }
   void put(std::string_view row_key, const std::string &key, uint64_t cas, State s) {
@@ -75,12 +76,12 @@ class Recache_tokens {
     std::lock_guard<std::mutex> g(sh.mu);
     if (sh.map.size() >= kMax / kShards) sh.map.clear();
     sh.map[key] = Entry{cas, s};
-    sh.count.store(sh.map.size(), std::memory_order_relaxed);
+    resized(sh);
   }
   void forget(std::string_view row_key, const std::string &key) {
     Shard &sh = shard(row_key);
     std::lock_guard<std::mutex> g(sh.mu);
-    if (sh.map.erase(key)) sh.count.store(sh.map.size(), std::memory_order_relaxed);
+    if (sh.map.erase(key)) resized(sh);
   }
 
  private:
@@ -94,11 +95,17 @@ class Recache_tokens {
     std::unordered_map<std::string, Entry> map;
     std::atomic<size_t> count{0};
   };
+  /* After sh.map changed size (under sh.mu): its count and the total follow. */
+  void resized(Shard &sh) {
+    const size_t now = sh.map.size(), before = sh.count.exchange(now, std::memory_order_relaxed);
+    total_.fetch_add(now - before, std::memory_order_relaxed);  // modulo 2^64: a decrease subtracts
+  }
   Shard &shard(std::string_view row_key) { return shards_[std::hash<std::string_view>()(row_key) % kShards]; }
   const Shard &shard(std::string_view row_key) const {
     return shards_[std::hash<std::string_view>()(row_key) % kShards];
   }
   Shard shards_[kShards];
+  std::atomic<size_t> total_{0};  // entries in all shards
 };
 
 /* "@@name" or "@@name.key": the key names a container (MySQL's plugin's syntax). */
