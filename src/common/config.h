@@ -32,6 +32,7 @@ struct Config {
   uint64_t max_buffer_memory = uint64_t(1) << 30;  // all connections' buffers together
   unsigned max_requests_per_batch = 256;  // per connection per batch (fairness)
   unsigned max_batch_rows = 100000;       // rows a batch examines before the rest waits for the next batch
+  bool commit_overlap = true;             // commit a written batch on a commit thread while the next one runs
   unsigned ddl_check_interval_ms = 20;  // how often an idle worker looks for DDL waiting on its tables
   unsigned lock_wait_timeout_ms = 50000;  // how long a request waits for a metadata or row lock before an error
   std::string charset = "utf8mb4";        // character set of values sent and received

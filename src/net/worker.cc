@@ -98,9 +98,11 @@ void Worker::run() {
       char name[64];
       snprintf(name, sizeof name, "tablesocket worker %u", id_);
       std::unique_ptr<Store> store = make_mariadb_store(counters_, name, cfg_.charset.c_str(),
-                                                         cfg_.privilege_check_interval_ms, cfg_.max_batch_rows);
+                                                         cfg_.privilege_check_interval_ms, cfg_.max_batch_rows,
+                                                         cfg_.commit_overlap);
       if (store) {
         serve(*store);
+        finish_commit(true);  // answers (or closes) the connections of the last handed-off commit
         for (auto &c : conns_) close_connection(*c);
         reap_dead();
         pending_.clear();
@@ -208,6 +210,7 @@ void Worker::publish_snapshot() {
     if (c.transport == Transport::undecided) i.state = "connecting";
     else if (c.transport == Transport::tls_handshake) i.state = "TLS handshake";
     else if (c.close_after_flush) i.state = "closing";
+    else if (c.commit_wait) i.state = "waiting for its commit";
     else if (c.session && c.session->parked()) i.state = "waiting for a lock";
     else if (c.session && c.session->awaiting_login()) i.state = "waiting for login";
     else if (c.out.size() >= cfg_.output_high_water) i.state = "waiting for the client to read";
@@ -226,7 +229,7 @@ void Worker::publish_snapshot() {
 }
 
 void Worker::mark_pending(Connection &c) {
-  if (!c.pending && !c.dead) {
+  if (!c.pending && !c.dead && !c.commit_wait) {  // finish_commit() marks a waiting one later
     c.pending = true;
     pending_.push_back(&c);
   }
@@ -434,6 +437,7 @@ void Worker::tls_event(Connection &c, uint32_t events) {
 }
 
 void Worker::flush_output(Connection &c) {
+  if (c.commit_wait) return;  // answers writes whose commit is not durable yet
   if (!(c.tls ? send_tls(c) : send_plain(c))) return;  // closed
   if (c.out.empty()) {
     c.out.shrink_if_idle(1 << 16);
@@ -499,7 +503,7 @@ void Worker::update_interest(Connection &c) {
                               c.out.size() < cfg_.output_high_water &&
                               c.in.size() < input_cap();
     if (accept_input || c.tls_write_wants_read) want |= EPOLLIN;
-    if (!c.out.empty() || c.tls_wants_write) want |= EPOLLOUT;
+    if ((!c.out.empty() && !c.commit_wait) || c.tls_wants_write) want |= EPOLLOUT;
   }
   if (want == c.registered) return;
   epoll_event ev{};
@@ -531,6 +535,8 @@ void Worker::reap_dead() {
   any_dead_ = false;
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(), [](Connection *c) { return c->dead; }),
                  pending_.end());
+  awaiting_.erase(std::remove_if(awaiting_.begin(), awaiting_.end(), [](Connection *c) { return c->dead; }),
+                  awaiting_.end());
   conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const std::unique_ptr<Connection> &c) { return c->dead; }),
                conns_.end());
 }
@@ -569,7 +575,7 @@ void Worker::check_idle(uint64_t now) {
       close_connection(*c);
       continue;
     }
-    if (!idle_limit || parked(*c) || c->pending) continue;
+    if (!idle_limit || parked(*c) || c->pending || c->commit_wait) continue;
     if (now - c->last_io_ms > idle_limit) {
       counters_.add(counters_.timeouts);
       close_connection(*c);
@@ -577,8 +583,49 @@ void Worker::check_idle(uint64_t now) {
   }
 }
 
+void Worker::settle(Connection &c) {
+  /* After a batch (or the commit its writes waited for): send what it answered, close what is
+     finished, read what waited. */
+  if (!c.out.empty()) flush_output(c);
+  if (c.dead) return;
+  if (c.close_after_flush && c.out.empty()) {
+    close_connection(c);  // e.g. memcached's quit: nothing left to send
+    return;
+  }
+  if (c.read_closed && c.out.empty() && !c.pending && (c.in.empty() || !c.session->parked())) {
+    close_connection(c);  // peer is gone and everything it asked for was answered
+    return;
+  }
+  /* Input that arrived while the connection was paused is read now; so is input OpenSSL already
+     took off the socket (epoll does not report it). */
+  if (!c.pending && !c.read_closed && !c.session->parked() && c.out.size() < cfg_.output_high_water &&
+      ((c.registered & EPOLLIN) == 0 || (c.tls && c.tls->has_buffered_input())))
+    read_input(c);
+  update_interest(c);
+}
+
+void Worker::finish_commit(bool wait) {
+  bool lost = false;
+  if (!store_ || !store_->reap_commit(wait, &lost)) return;
+  std::vector<Connection *> done;
+  done.swap(awaiting_);
+  for (Connection *c : done) {
+    if (c->dead) continue;
+    c->commit_wait = false;
+    c->session->wrote_in_batch = false;
+    if (lost) {
+      close_connection(*c);  // its acknowledged writes were rolled back: no false answers
+      continue;
+    }
+    /* Requests that arrived meanwhile (read then, not run) go to the next batch. */
+    if (!c->in.empty() || c->read_closed) mark_pending(*c);
+    settle(*c);
+  }
+}
+
 void Worker::serve(Store &store) {
   store_ = &store;
+  store.set_commit_notify(wake_.get());  // the commit thread wakes us when a commit is durable
   std::vector<epoll_event> events(512);
   uint64_t last_ddl_check = 0, last_idle_check = monotonic_ms();
   now_ms_ = last_idle_check;
@@ -603,6 +650,7 @@ void Worker::serve(Store &store) {
         uint64_t v;
         while (::read(wake_.get(), &v, sizeof v) > 0) {}
         adopt_new_connections();
+        finish_commit(false);
         continue;
       }
       Connection &c = *static_cast<Connection *>(ev.data.ptr);
@@ -670,34 +718,29 @@ void Worker::serve(Store &store) {
         }
         if (!spent_by->close_after_flush) mark_pending(*spent_by);
       }
-      store.end_batch();
+      /* One commit in flight at a time: a batch that wrote waits for the previous one's. */
+      if (store.commit_in_flight() && store.batch_wrote()) finish_commit(true);
+      const bool handed_off = store.end_batch();
       counters_.add(counters_.batches);
-      const bool lost = store.batch_lost_writes();
+      const bool lost = !handed_off && store.batch_lost_writes();
       for (Connection *c : batch_) {
         if (c->dead || !c->session->wrote_in_batch) continue;
+        if (handed_off) {
+          /* Its replies (and its further requests) wait until the commit is durable. */
+          c->commit_wait = true;
+          if (c->pending) {
+            pending_.erase(std::find(pending_.begin(), pending_.end(), c));
+            c->pending = false;
+          }
+          awaiting_.push_back(c);
+          update_interest(*c);
+          continue;
+        }
         c->session->wrote_in_batch = false;
         if (lost) close_connection(*c);  // its acknowledged writes were rolled back: no false answers
       }
-      for (Connection *c : batch_) {
-        if (c->dead) continue;
-        if (!c->out.empty()) flush_output(*c);
-        if (c->dead) continue;
-        if (c->close_after_flush && c->out.empty()) {
-          close_connection(*c);  // e.g. memcached's quit: nothing left to send
-          continue;
-        }
-        if (c->read_closed && c->out.empty() && !c->pending &&
-            (c->in.empty() || !c->session->parked())) {
-          close_connection(*c);  // peer is gone and everything it asked for was answered
-          continue;
-        }
-        /* Input that arrived while the connection was paused is read now; so is input OpenSSL already
-           took off the socket (epoll does not report it). */
-        if (!c->pending && !c->read_closed && !c->session->parked() && c->out.size() < cfg_.output_high_water &&
-            ((c->registered & EPOLLIN) == 0 || (c->tls && c->tls->has_buffered_input())))
-          read_input(*c);
-        update_interest(*c);
-      }
+      for (Connection *c : batch_)
+        if (!c->dead && !c->commit_wait) settle(*c);
       batch_.clear();
     }
     for (Connection *c : pending_) update_interest(*c);

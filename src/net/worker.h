@@ -55,6 +55,7 @@ struct Connection {
   bool close_after_flush = false;
   bool dead = false;           // closed; freed at the end of the loop iteration
   bool pending = false;        // in the worker's pending list
+  bool commit_wait = false;    // wrote in a batch whose commit is in flight: replies and requests wait
   int64_t accounted = 0;       // buffer bytes counted in Server::buffer_bytes for this connection
   uint64_t id = 0;             // the server's connection number
 };
@@ -101,6 +102,11 @@ class Worker {
   void mark_pending(Connection &c);
   size_t input_cap() const;
   void close_connection(Connection &c);
+  /* After its batch (or the commit it waited for): flush, close if finished, read what waited. */
+  void settle(Connection &c);
+  /* Takes the outcome of the store's handed-off commit (waiting for it with wait) and releases
+     the connections that waited for it. Nothing if no commit is in flight or it is not done. */
+  void finish_commit(bool wait);
   void reap_dead();
   void check_idle(uint64_t now_ms);
 
@@ -125,6 +131,7 @@ class Worker {
   std::vector<std::unique_ptr<Connection>> conns_;
   std::vector<Connection *> pending_;
   std::vector<Connection *> batch_;
+  std::vector<Connection *> awaiting_;  // commit_wait connections (the in-flight commit's writers)
   bool any_dead_ = false;
   uint64_t now_ms_ = 0;
   Store *store_ = nullptr;      // the worker's store, while serve() runs

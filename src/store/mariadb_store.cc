@@ -11,6 +11,8 @@
    request, never the worker. */
 #include "store/mariadb_store.h"
 
+#include <unistd.h>
+
 #include <cstring>
 #include <thread>
 
@@ -58,89 +60,132 @@ bool split_names(std::string_view s, std::vector<std::string> &out) {
 
 }  // namespace
 
+THD *Mariadb_store::new_thd(const char *thread_name) {
+  THD *thd = create_thd();  // registers in server_threads: visible in SHOW PROCESSLIST, killed at shutdown
+  if (!thd) return nullptr;
+  thd->thread_stack = static_cast<char *>(worker_stack_);
+  thd->store_globals();
+  thd->security_ctx->skip_grants();
+  thd->proc_info = thread_name;
+  thd->variables.option_bits |= OPTION_BIN_LOG;
+  /* Table-level locks (MyISAM and other non-InnoDB engines) are the one wait a worker cannot
+     avoid; bound it so that a conflicting LOCK TABLES costs a request an error, not the worker
+     its liveness. Metadata and row locks are only tried, never waited for. */
+  thd->variables.lock_wait_timeout = 2;
+  lex_start(thd);
+  set_no_wait_row_locks(thd);
+  return thd;
+}
+
 bool Mariadb_store::attach(const char *thread_name, const char *charset) {
   if (my_thread_init()) {
     sql_print_error("tablesocket: my_thread_init failed for %s", thread_name);
     return false;
   }
   thread_inited_ = true;
-  thd_ = create_thd();  // registers in server_threads: visible in SHOW PROCESSLIST, killed at shutdown
-  if (!thd_) {
+  char stack_anchor;
+  worker_stack_ = &stack_anchor;  // near the top of this thread's stack, as THD::thread_stack wants
+  batch_info_ = std::string(thread_name) + " batches";
+  owner_ = new_thd(thread_name);
+  if (owner_) batch_thds_[0] = new_thd(batch_info_.c_str());
+  if (owner_ && batch_thds_[0] && commit_overlap_) batch_thds_[1] = new_thd(batch_info_.c_str());
+  if (!owner_ || !batch_thds_[0] || (commit_overlap_ && !batch_thds_[1])) {
     sql_print_error("tablesocket: cannot create a THD for %s", thread_name);
     return false;
   }
-  char stack_anchor;
-  thd_->thread_stack = &stack_anchor;
-  thd_->store_globals();
-  thd_->security_ctx->skip_grants();
-  thd_->proc_info = thread_name;
-  thd_->variables.option_bits |= OPTION_BIN_LOG;
-  /* Table-level locks (MyISAM and other non-InnoDB engines) are the one wait a worker cannot
-     avoid; bound it so that a conflicting LOCK TABLES costs a request an error, not the worker
-     its liveness. Metadata and row locks are only tried, never waited for. */
-  thd_->variables.lock_wait_timeout = 2;
-  lex_start(thd_);
   client_cs_ = get_charset_by_csname(charset, MY_CS_PRIMARY, MYF(0));
   if (!client_cs_) {
     sql_print_error("tablesocket: unknown character set '%s'", charset);
     return false;
   }
-  set_no_wait_row_locks();
+  if (commit_overlap_) {
+    std::string error;
+    committer_ = std::make_unique<Commit_thread>();
+    if (!committer_->start(thread_name, &error)) {
+      sql_print_error("tablesocket: cannot start the commit thread of %s: %s", thread_name, error.c_str());
+      committer_.reset();
+      return false;
+    }
+  }
+  thd_ = batch_thds_[0];
+  attach_thd(thd_);
   return true;
 }
 
-void Mariadb_store::set_no_wait_row_locks() {
+void Mariadb_store::attach_thd(THD *thd) {
+  thd->thread_stack = static_cast<char *>(worker_stack_);
+  thd->store_globals();
+}
+
+void Mariadb_store::set_no_wait_row_locks(THD *thd) {
   /* SET SESSION innodb_lock_wait_timeout = 0 for this THD: a row lock held by someone else fails at
      once (HA_ERR_LOCK_WAIT_TIMEOUT, statement rolled back) and the request is retried later. */
   static const char name[] = "innodb_lock_wait_timeout";
-  sys_var *var = find_sys_var(thd_, name, sizeof name - 1, false);
+  sys_var *var = find_sys_var(thd, name, sizeof name - 1, false);
   bool ok = false;
   if (var) {
-    Item *zero = new (thd_->mem_root) Item_uint(thd_, "0", size_t(1));
+    Item *zero = new (thd->mem_root) Item_uint(thd, "0", size_t(1));
     LEX_CSTRING no_base = {nullptr, 0};
-    set_var sv(thd_, OPT_SESSION, var, &no_base, zero);
-    ok = zero && !sv.check(thd_) && !sv.update(thd_);
+    set_var sv(thd, OPT_SESSION, var, &no_base, zero);
+    ok = zero && !sv.check(thd) && !sv.update(thd);
   }
   if (!ok)
     sql_print_warning("tablesocket: cannot set innodb_lock_wait_timeout=0 for a worker; a row lock "
                       "wait will hold up the other clients of that worker");
-  clear_diagnostics();
+  clear_diagnostics(thd);
 }
 
 Mariadb_store::~Mariadb_store() {
   if (thd_) {
     end_batch();
+    bool lost;
+    if (in_flight_) reap_commit(true, &lost);
+    if (committer_) committer_->stop();
+    attach_thd(owner_);
     for (auto &s : slots_)
       if (s.table) close_slot(s);
-    destroy_thd(thd_);
-    set_current_thd(nullptr);
-    thd_ = nullptr;
   }
+  /* Each THD is destroyed as the current THD of this, the thread that created it. */
+  for (THD *t : {batch_thds_[1], batch_thds_[0], owner_}) {
+    if (!t) continue;
+    attach_thd(t);
+    destroy_thd(t);
+    set_current_thd(nullptr);
+  }
+  thd_ = owner_ = batch_thds_[0] = batch_thds_[1] = nullptr;
   if (thread_inited_) my_thread_end();
 }
 
 bool Mariadb_store::killed() {
-  killed_state k = thd_->killed;
-  if (k == NOT_KILLED) return false;
-  if (k >= KILL_SYSTEM_THREAD && k <= KILL_SERVER_HARD) return true;
-  /* KILL <id> from a user: there is no statement to abort between batches; keep serving. */
-  thd_->reset_killed();
-  return false;
+  /* The THDs at home on this thread (a committing one is the commit thread's business). */
+  bool stop = false;
+  for (THD *t : {owner_, thd_}) {
+    killed_state k = t->killed;
+    if (k == NOT_KILLED) continue;
+    if (k >= KILL_SYSTEM_THREAD && k <= KILL_SERVER_HARD) stop = true;
+    /* KILL <id> from a user: there is no statement to abort between batches; keep serving. */
+    else t->reset_killed();
+  }
+  return stop;
 }
 
-void Mariadb_store::clear_diagnostics() {
-  thd_->clear_error();
-  thd_->get_stmt_da()->reset_diagnostics_area();
-  thd_->get_stmt_da()->clear_warning_info(thd_->query_id);
+void Mariadb_store::clear_diagnostics(THD *thd) {
+  thd->clear_error();
+  thd->get_stmt_da()->reset_diagnostics_area();
+  thd->get_stmt_da()->clear_warning_info(thd->query_id);
 }
 
 Store_status Mariadb_store::ensure_open(Table_slot &s) {
   if (s.table) return {};
   if (killed()) return Store_status::of(Store_errc::server_shutdown);
+  /* Tables belong to owner_ (its metadata locks, its open), which stays on this thread while batch
+     THDs go to the commit thread and back; errors raised meanwhile land in its diagnostics. */
+  Owner_scope as_owner(*this);
+  owner_->lex->sql_command = thd_->lex->sql_command;  // what store_lock() takes the lock type from
   const enum_mdl_type mdl_type = s.for_write ? MDL_SHARED_WRITE : MDL_SHARED_READ;
   MDL_REQUEST_INIT(&s.mdl_request, MDL_key::TABLE, s.db.c_str(), s.name.c_str(), mdl_type, MDL_EXPLICIT);
-  if (thd_->mdl_context.try_acquire_lock(&s.mdl_request)) {
-    clear_diagnostics();
+  if (owner_->mdl_context.try_acquire_lock(&s.mdl_request)) {
+    clear_diagnostics(owner_);
     return Store_status::of(Store_errc::table_open_failed);
   }
   if (!s.mdl_request.ticket) return Store_status::of(Store_errc::table_busy);  // DDL holds or waits for it
@@ -153,11 +198,11 @@ Store_status Mariadb_store::ensure_open(Table_slot &s) {
   tl.init_one_table(&db, &name, &name, lock_type);
   tl.mdl_request.ticket = s.mdl_request.ticket;
   tl.required_type = TABLE_TYPE_NORMAL;  // views and sequences are refused here, not crashed on
-  Open_table_context ot(thd_, MYSQL_OPEN_HAS_MDL_LOCK);
-  TABLE *saved = thd_->open_tables;
-  thd_->set_open_tables(nullptr);
-  bool err = open_table(thd_, &tl, &ot);
-  thd_->set_open_tables(saved);
+  Open_table_context ot(owner_, MYSQL_OPEN_HAS_MDL_LOCK);
+  TABLE *saved = owner_->open_tables;
+  owner_->set_open_tables(nullptr);
+  bool err = open_table(owner_, &tl, &ot);
+  owner_->set_open_tables(saved);
   TABLE *t = tl.table;
   if (t) {
     /* The names it points at must outlive this call too: the share's own (the slot may move). */
@@ -166,12 +211,12 @@ Store_status Mariadb_store::ensure_open(Table_slot &s) {
     tl.alias = t->s->table_name;
   }
   auto give_up = [&](Store_errc e) {
-    clear_diagnostics();
+    clear_diagnostics(owner_);
     if (t) {
       t->open_by_handler = 0;
-      close_thread_table(thd_, &t);
+      close_thread_table(owner_, &t);
     }
-    thd_->mdl_context.release_lock(s.mdl_request.ticket);
+    owner_->mdl_context.release_lock(s.mdl_request.ticket);
     s.mdl_request.ticket = nullptr;
     return Store_status::of(e);
   };
@@ -189,9 +234,9 @@ Store_status Mariadb_store::ensure_open(Table_slot &s) {
   t->rpl_write_set = t->write_set;
   t->open_by_handler = 1;
   t->next = nullptr;
-  s.lock = get_lock_data(thd_, &t, 1, GET_LOCK_STORE_LOCKS);
+  s.lock = get_lock_data(owner_, &t, 1, GET_LOCK_STORE_LOCKS);
   if (!s.lock) return give_up(Store_errc::table_open_failed);
-  thd_->mdl_context.set_needs_thr_lock_abort(true);
+  owner_->mdl_context.set_needs_thr_lock_abort(true);
   s.table = t;
   ++s.generation;
   ++open_tables_;
@@ -202,7 +247,12 @@ Store_status Mariadb_store::ensure_open(Table_slot &s) {
 
 void Mariadb_store::close_slot(Table_slot &s) {
   if (!s.table) return;
+  /* Its metadata lock keeps DDL away from the table until the commit of a batch that may have
+     written it is done. */
+  wait_commit_done();
+  Owner_scope as_owner(*this);
   TABLE *t = s.table;
+  t->in_use = owner_;
   t->file->ha_index_or_rnd_end();
   if (s.lock) {
     reset_lock_data(s.lock, true);
@@ -210,8 +260,8 @@ void Mariadb_store::close_slot(Table_slot &s) {
     s.lock = nullptr;
   }
   t->open_by_handler = 0;
-  close_thread_table(thd_, &t);
-  thd_->mdl_context.release_lock(s.mdl_request.ticket);
+  close_thread_table(owner_, &t);
+  owner_->mdl_context.release_lock(s.mdl_request.ticket);
   s.mdl_request.ticket = nullptr;
   s.table = nullptr;
   s.locked = false;
@@ -235,6 +285,7 @@ Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
   }
   for (THR_LOCK_DATA **p = s.lock->locks, **e = s.lock->locks + s.lock->lock_count; p < e; ++p)
     (*p)->type = (*p)->org_type;
+  s.table->in_use = thd_;  // lent to the batch's THD (handlers ask it for their transaction)
   TABLE *saved = thd_->open_tables;
   thd_->set_open_tables(s.table);  // mysql_lock_tables() aborts through thd->open_tables
   bool err = mysql_lock_tables(thd_, s.lock, MYSQL_LOCK_NOT_TEMPORARY);
@@ -253,6 +304,7 @@ Store_status Mariadb_store::prepare_request(Open_index &idx, enum_sql_command co
                                             TABLE **table) {
   if (!idx.valid()) return Store_status::of(Store_errc::index_not_found);
   Table_slot &s = slots_[idx.slot_];
+  thd_->lex->sql_command = command;
   Store_status st = ensure_open(s);
   if (!st.ok()) return st;
   if (idx.generation_ != s.generation) {
@@ -266,7 +318,6 @@ Store_status Mariadb_store::prepare_request(Open_index &idx, enum_sql_command co
   st = ensure_locked(idx.slot_);
   if (!st.ok()) return st;
   TABLE *t = s.table;
-  thd_->lex->sql_command = command;
   /* Statement start for InnoDB: consistent (lock-free) reads for finds, exclusive row locks for
      the rows a write request reads. Consecutive reads of a table in one batch share a statement
      (as the ranges of one SELECT do), which keeps InnoDB's row template and open index. */
@@ -291,9 +342,43 @@ void reset_handler(TABLE *t) {
   t->rpl_write_set = t->write_set;
 }
 
-void Mariadb_store::end_batch() {
-  if (!in_batch_) return;
+bool Mariadb_store::commit_thd(THD *thd, bool wrote, MDL_ticket *const backup_locks[2]) {
+  bool lost = false;
+  if (trans_commit(thd)) {
+    /* Nothing of this batch is durable: the worker closes every connection that wrote in it rather
+       than let an acknowledged write vanish. */
+    const char *why = thd->get_stmt_da()->is_error() ? thd->get_stmt_da()->message() : "commit failed";
+    sql_print_warning("tablesocket: batch commit failed: %s", why);
+    lost = wrote;
+    trans_rollback(thd);
+  }
+  thd->variables.option_bits &= ~OPTION_BEGIN;
+  thd->server_status &= ~SERVER_STATUS_IN_TRANS;
+  for (int i = 0; i < 2; ++i)
+    if (backup_locks[i]) thd->mdl_context.release_lock(backup_locks[i]);
+  clear_diagnostics(thd);
+  /* What the batch's statements allocated on the THD's arena (as SQL frees it after each
+     statement): e.g. the second handler a table with a long UNIQUE needs for its writes. */
+  free_root(thd->mem_root, MYF(MY_KEEP_PREALLOC));
+  return lost;
+}
+
+bool Mariadb_store::can_hand_off() const {
+  if (!committer_ || !batch_wrote_ || in_flight_) return false;
+  for (uint32_t n : locked_slots_) {
+    const Table_slot &s = slots_[n];
+    if (!s.table) return false;
+    handlerton *ht = s.table->file->partition_ht();
+    if (!ht || ht->db_type != DB_TYPE_INNODB) return false;
+  }
+  return true;
+}
+
+bool Mariadb_store::end_batch() {
+  if (!in_batch_) return false;
   trans_commit_stmt(thd_);
+  /* Decided before the tables are unlocked (their list goes with it). */
+  const bool hand_off = can_hand_off() && !batch_lost_writes_;
   for (uint32_t n : locked_slots_) {
     Table_slot &s = slots_[n];
     if (!s.locked) continue;
@@ -304,35 +389,147 @@ void Mariadb_store::end_batch() {
     s.reading = false;
   }
   locked_slots_.clear();
-  if (trans_commit(thd_)) {
-    /* Nothing of this batch is durable: the worker closes every connection that wrote in it rather
-       than let an acknowledged write vanish. */
-    last_error_ = thd_->get_stmt_da()->is_error() ? thd_->get_stmt_da()->message() : "commit failed";
-    batch_lost_writes_ = batch_wrote_;
-    sql_print_warning("tablesocket: batch commit failed: %s", last_error_.c_str());
-    trans_rollback(thd_);
-  }
-  thd_->variables.option_bits &= ~OPTION_BEGIN;
-  thd_->server_status &= ~SERVER_STATUS_IN_TRANS;
-  if (backup_locked_) {
-    thd_->mdl_context.release_lock(backup_request_.ticket);
-    backup_request_.ticket = nullptr;
-    backup_locked_ = false;
-  }
   in_batch_ = false;
   rows_examined_ = 0;
-  clear_diagnostics();
-  /* What the batch's statements allocated on the THD's arena (as SQL frees it after each
-     statement): e.g. the second handler a table with a long UNIQUE needs for its writes. */
-  free_root(thd_->mem_root, MYF(MY_KEEP_PREALLOC));
+  MDL_ticket *const backup_locks[2] = {backup_locks_[0].ticket, backup_locks_[1].ticket};
+  backup_locks_[0].ticket = backup_locks_[1].ticket = nullptr;
+  free_root(owner_->mem_root, MYF(MY_KEEP_PREALLOC));  // what table opens left on it
+  if (hand_off) {
+    /* The tables are unlocked (as SQL releases them at the end of a statement, long before a
+       transaction's COMMIT); the transaction lives on in thd_, which the commit thread now
+       commits, durably, while the next batch runs on the other THD. The tables' metadata locks
+       stay with owner_, so DDL cannot slip in before the commit is done (see close_slot). */
+    THD *committing = thd_;
+    cur_ ^= 1;
+    thd_ = batch_thds_[cur_];
+    attach_thd(thd_);
+    in_flight_ = true;
+    counters_.add(counters_.commits_overlapped);
+    committer_->submit(committing, backup_locks, batch_wrote_, notify_fd_);
+    return true;
+  }
+  /* Here: nothing written (a read-only transaction ends, nothing to wait for), or an engine
+     besides InnoDB took part, or overlap is off. Writes commit in batch order: the commit
+     thread's (if any) first. */
+  if (batch_wrote_) wait_commit_done();
+  if (commit_thd(thd_, batch_wrote_, backup_locks)) batch_lost_writes_ = true;
+  return false;
+}
+
+void Mariadb_store::wait_commit_done() {
+  if (in_flight_) committer_->wait();
+}
+
+bool Mariadb_store::reap_commit(bool wait, bool *lost) {
+  if (!in_flight_) return false;
+  if (!wait && !committer_->done()) return false;
+  *lost = committer_->wait();
+  in_flight_ = false;
+  return true;
+}
+
+/* ---- the commit thread ---- */
+
+bool Commit_thread::start(const char *name, std::string *error) {
+  name_ = std::string(name) + " commit";
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (const std::exception &e) {
+    *error = e.what();
+    return false;
+  }
+  std::unique_lock<std::mutex> lk(m_);
+  cv_.wait(lk, [this] { return started_; });
+  if (init_failed_) {
+    lk.unlock();
+    thread_.join();
+    *error = "my_thread_init failed";
+    return false;
+  }
+  return true;
+}
+
+void Commit_thread::stop() {
+  {
+    std::lock_guard<std::mutex> g(m_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Commit_thread::submit(THD *thd, MDL_ticket *const backup_locks[2], bool wrote, int notify_fd) {
+  {
+    std::lock_guard<std::mutex> g(m_);
+    thd_ = thd;
+    backup_locks_[0] = backup_locks[0];
+    backup_locks_[1] = backup_locks[1];
+    wrote_ = wrote;
+    notify_fd_ = notify_fd;
+    busy_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool Commit_thread::done() {
+  std::lock_guard<std::mutex> g(m_);
+  return !busy_;
+}
+
+bool Commit_thread::wait() {
+  std::unique_lock<std::mutex> lk(m_);
+  cv_.wait(lk, [this] { return !busy_; });
+  return lost_;
+}
+
+void Commit_thread::run() {
+  const bool failed = my_thread_init();
+  std::unique_lock<std::mutex> lk(m_);
+  started_ = true;
+  init_failed_ = failed;
+  cv_.notify_all();
+  if (failed) return;
+  while (true) {
+    cv_.wait(lk, [this] { return stop_ || (busy_ && thd_); });
+    if (!thd_) break;  // stop_, nothing to commit
+    THD *thd = thd_;
+    lk.unlock();
+    char stack_anchor;
+    thd->thread_stack = &stack_anchor;
+    thd->store_globals();
+    const char *saved_info = thd->proc_info;
+    thd->proc_info = name_.c_str();
+    const bool lost = Mariadb_store::commit_thd(thd, wrote_, backup_locks_);
+    thd->proc_info = saved_info;
+    thd->reset_globals();  // the worker attaches it again when it takes it back
+    lk.lock();
+    thd_ = nullptr;
+    lost_ = lost;
+    busy_ = false;
+    const int fd = notify_fd_;
+    lk.unlock();
+    cv_.notify_all();
+    if (fd >= 0) {
+      uint64_t one = 1;
+      (void)!::write(fd, &one, sizeof one);
+    }
+    lk.lock();
+  }
+  lk.unlock();
+  my_thread_end();
 }
 
 void Mariadb_store::yield_to_ddl() {
+  /* A table's metadata lock is released only once a commit that may have written it is done:
+     for DDL the worker waits for the commit (close_slot); a table merely unused is closed on a
+     later call rather than wait. */
+  const bool committing = in_flight_ && !committer_->done();
   for (uint32_t n = 0; n < slots_.size(); ++n) {
     Table_slot &s = slots_[n];
     if (!s.in_use || s.locked) continue;
-    if (s.table && (s.refs == 0 || s.table->s->tdc->flushed ||
-                    s.mdl_request.ticket->has_pending_conflicting_lock())) {
+    const bool ddl_waits =
+        s.table && (s.table->s->tdc->flushed || s.mdl_request.ticket->has_pending_conflicting_lock());
+    if (s.table && (ddl_waits || (s.refs == 0 && !committing))) {
       if (s.refs != 0) counters_.add(counters_.table_yields);
       close_slot(s);
     }
@@ -769,8 +966,9 @@ bool wait_for_server_start(const std::atomic<bool> &stop) {
 }
 
 std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name, const char *charset,
-                                          unsigned privilege_check_interval_ms, uint64_t max_batch_rows) {
-  auto st = std::make_unique<Mariadb_store>(counters, privilege_check_interval_ms, max_batch_rows);
+                                          unsigned privilege_check_interval_ms, uint64_t max_batch_rows,
+                                          bool commit_overlap) {
+  auto st = std::make_unique<Mariadb_store>(counters, privilege_check_interval_ms, max_batch_rows, commit_overlap);
   if (!st->attach(thread_name, charset)) return nullptr;  // attach() logged why
   return st;
 }

@@ -6,9 +6,12 @@
 #include "store/server_incl.h"
 
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -60,12 +63,41 @@ class Mariadb_principal final : public Principal {
 };
 
 
+/* The store's commit thread: runs the commit of a batch that wrote, on that batch's THD, while
+   the worker goes on with the next batch on the other one (see Mariadb_store::end_batch). One
+   commit at a time. Only Mariadb_store uses it. */
+class Commit_thread {
+ public:
+  ~Commit_thread() { stop(); }
+  bool start(const char *name, std::string *error);
+  void stop();
+  /* Hands thd over to commit its transaction (then release backup_locks); the caller must not
+     touch thd until done() is true. notify_fd, if >= 0, gets 1 written to it when it is done. */
+  void submit(THD *thd, MDL_ticket *const backup_locks[2], bool wrote, int notify_fd);
+  bool done();                 // the submitted commit finished (or nothing was submitted)
+  bool wait();                 // waits until done(); returns whether its writes were lost
+ private:
+  void run();
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::thread thread_;
+  bool started_ = false, init_failed_ = false;
+  bool stop_ = false, busy_ = false, lost_ = false;
+  THD *thd_ = nullptr;
+  MDL_ticket *backup_locks_[2] = {nullptr, nullptr};
+  bool wrote_ = false;
+  int notify_fd_ = -1;
+  std::string name_;
+};
+
 class Mariadb_store final : public Store {
  public:
-  Mariadb_store(Counters &c, unsigned privilege_check_interval_ms, uint64_t max_batch_rows)
-      : counters_(c), privilege_check_interval_ms_(privilege_check_interval_ms), max_batch_rows_(max_batch_rows) {}
+  Mariadb_store(Counters &c, unsigned privilege_check_interval_ms, uint64_t max_batch_rows, bool commit_overlap)
+      : counters_(c), privilege_check_interval_ms_(privilege_check_interval_ms), max_batch_rows_(max_batch_rows),
+        commit_overlap_(commit_overlap) {}
   ~Mariadb_store() override;
-  /* Attaches a new THD to the calling thread; false (logged) if that fails. */
+  /* Attaches new THDs to the calling thread (and starts the commit thread); false (logged) if
+     that fails. */
   bool attach(const char *thread_name, const char *charset);
 
   Store_status login(const Peer &peer, const Login_request &req, std::unique_ptr<Principal> *out) override;
@@ -77,8 +109,12 @@ class Mariadb_store final : public Store {
                       Row_sink &sink, uint64_t *modified) override;
   Store_status kv_write(Open_index &idx, const Kv_layout &layout, const Kv_request &req,
                         Kv_result *result) override;
-  void end_batch() override;
+  bool end_batch() override;
   bool batch_lost_writes() const override { return batch_lost_writes_; }
+  bool batch_wrote() const override { return in_batch_ && batch_wrote_; }
+  bool commit_in_flight() const override { return in_flight_; }
+  bool reap_commit(bool wait, bool *lost) override;
+  void set_commit_notify(int fd) override { notify_fd_ = fd; }
   void yield_to_ddl() override;
   bool killed() override;
   size_t open_table_count() const override { return open_tables_; }
@@ -117,8 +153,30 @@ class Mariadb_store final : public Store {
   static uint8_t privileges_for(enum_sql_command command, const Modify_request *mod, const Kv_request *kv,
                                 bool upsert);
  private:
-  void set_no_wait_row_locks();
-  void clear_diagnostics();
+  static void set_no_wait_row_locks(THD *thd);
+  void clear_diagnostics() { clear_diagnostics(thd_); }
+  static void clear_diagnostics(THD *thd);
+  /* Makes thd the calling (worker) thread's current THD. */
+  void attach_thd(THD *thd);
+  /* Sets up a new THD for this worker (no grants checks, binlogged, no row lock waits). */
+  THD *new_thd(const char *thread_name);
+  friend class Commit_thread;
+  /* Ends thd's transaction with a commit (rolls back if the commit fails) and frees what its
+     statements allocated; true when writes were lost (wrote and the commit failed). */
+  static bool commit_thd(THD *thd, bool wrote, MDL_ticket *const backup_locks[2]);
+  /* Whether this batch's commit may run on the commit thread: it wrote, and every table it
+     used is InnoDB (other engines keep per-handler transaction state a commit touches). */
+  bool can_hand_off() const;
+  /* Blocks until the handed-off commit (if any) finished, without taking its outcome. */
+  void wait_commit_done();
+  /* Makes owner_ the current THD for the scope (table opens and closes), then the batch's again. */
+  class Owner_scope {
+   public:
+    explicit Owner_scope(Mariadb_store &st) : st_(st) { set_current_thd(st.owner_); }
+    ~Owner_scope() { set_current_thd(st_.thd_); }
+   private:
+    Mariadb_store &st_;
+  };
 
   /* ---- reads (mariadb_store.cc) ---- */
   /* Stores the request's key values (the in_index'th IN value at req.in_column) into the record and
@@ -208,7 +266,20 @@ class Mariadb_store final : public Store {
   unsigned privilege_check_interval_ms_;
   uint64_t max_batch_rows_;
   uint64_t rows_examined_ = 0;  // in the current batch (index reads, whatever became of the row)
+  /* THDs. owner_ opens and closes the tables and holds their metadata locks; a batch runs on
+     thd_, one of batch_thds_: with commit overlap, a batch that wrote is committed on the other
+     thread with its THD while the next batch runs on the other THD. Tables are lent to the
+     batch THD (TABLE::in_use) while it locks them. */
+  THD *owner_ = nullptr;
   THD *thd_ = nullptr;
+  THD *batch_thds_[2] = {nullptr, nullptr};
+  unsigned cur_ = 0;
+  void *worker_stack_ = nullptr;
+  std::string batch_info_;     // the batch THDs' PROCESSLIST state
+  bool commit_overlap_ = true;
+  bool in_flight_ = false;     // a batch's commit runs on committer_
+  int notify_fd_ = -1;
+  std::unique_ptr<Commit_thread> committer_;
   bool thread_inited_ = false;
   CHARSET_INFO *client_cs_ = &my_charset_bin;
 
@@ -222,8 +293,9 @@ class Mariadb_store final : public Store {
   bool in_batch_ = false;
   bool batch_wrote_ = false;
   bool batch_lost_writes_ = false;
-  MDL_request backup_request_;  // MDL_BACKUP_DML while the batch writes (FTWRL waits for it)
-  bool backup_locked_ = false;
+  /* While the batch writes: MDL_BACKUP_TRANS_DML [0] (online-backup engines), MDL_BACKUP_DML [1]
+     (the others); FTWRL and BACKUP STAGE wait for them. Released after the commit. */
+  MDL_request backup_locks_[2];
   bool statement_db_set_ = false;  // a write statement made its table's database current
   std::string last_error_;
 

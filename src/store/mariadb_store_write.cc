@@ -122,16 +122,20 @@ int Mariadb_store::remove_row(TABLE *t) {
 
 Store_status Mariadb_store::begin_write(Table_slot &s, const Open_index &idx) {
   if (opt_readonly) return Store_status::of(Store_errc::server_read_only);
-  if (!backup_locked_) {
-    /* The protection DML takes against FLUSH TABLES WITH READ LOCK and BACKUP STAGE, held until the
-       batch commits. Only tried: a backup in progress parks the request. */
-    MDL_REQUEST_INIT(&backup_request_, MDL_key::BACKUP, "", "", MDL_BACKUP_DML, MDL_EXPLICIT);
-    if (thd_->mdl_context.try_acquire_lock(&backup_request_)) {
+  /* The protection DML takes against FLUSH TABLES WITH READ LOCK and BACKUP STAGE, held until the
+     batch commits; as SQL takes it: MDL_BACKUP_TRANS_DML for a table of an engine that supports
+     online backup (InnoDB: writes go on through BACKUP STAGE FLUSH and BLOCK_DDL, only the commit
+     waits at BLOCK_COMMIT), MDL_BACKUP_DML for the others. Only tried: a backup in progress parks
+     the request. */
+  const int kind = s.table->s->online_backup ? 0 : 1;
+  if (!backup_locks_[kind].ticket) {
+    MDL_REQUEST_INIT(&backup_locks_[kind], MDL_key::BACKUP, "", "", kind ? MDL_BACKUP_DML : MDL_BACKUP_TRANS_DML,
+                     MDL_EXPLICIT);
+    if (thd_->mdl_context.try_acquire_lock(&backup_locks_[kind])) {
       clear_diagnostics();
       return Store_status::of(Store_errc::lock_failed);
     }
-    if (!backup_request_.ticket) return Store_status::of(Store_errc::table_busy);
-    backup_locked_ = true;
+    if (!backup_locks_[kind].ticket) return Store_status::of(Store_errc::table_busy);
   }
   thd_->set_query_id(next_query_id());
   thd_->set_time();  // CURRENT_TIMESTAMP defaults and the binlog event time

@@ -229,12 +229,26 @@ class Store {
   /* One memcached-style write, atomically (one statement, the row locked while it is read). */
   virtual Store_status kv_write(Open_index &idx, const Kv_layout &layout, const Kv_request &req,
                                 Kv_result *result) = 0;
-  /* Ends the current batch: commits (one durable commit for every write of the batch) and unlocks
-     every table the batch used. */
-  virtual void end_batch() = 0;
-  /* After end_batch(): true when the batch's commit failed, so writes already answered as done in
-     this batch were rolled back. The connections that wrote in it must be closed unanswered. */
+  /* Ends the current batch: unlocks every table the batch used and commits (one durable commit
+     for every write of the batch). Returns false when the commit is done (batch_lost_writes()
+     tells how it went). Returns true when the commit was handed to the store's commit thread
+     (commit overlap, a batch that wrote): the next batch can run at once, and reap_commit() gives
+     the outcome once the commit is durable; replies to the batch's writes wait for it. One commit
+     is in flight at a time: reap it (waiting) before ending another batch that wrote. */
+  virtual bool end_batch() = 0;
+  /* After end_batch() returned false: true when the batch's commit failed, so writes already
+     answered as done in this batch were rolled back. The connections that wrote in it must be
+     closed unanswered. */
   virtual bool batch_lost_writes() const = 0;
+  /* The current batch has written (its end_batch() may hand the commit off). */
+  virtual bool batch_wrote() const = 0;
+  virtual bool commit_in_flight() const = 0;
+  /* The outcome of the commit end_batch() handed off: false while it runs (with wait, blocks until
+     it is done instead); true once done, with *lost true when its writes were rolled back (their
+     connections must be closed unanswered). */
+  virtual bool reap_commit(bool wait, bool *lost) = 0;
+  /* An eventfd the commit thread writes 1 to whenever a handed-off commit is done. */
+  virtual void set_commit_notify(int fd) = 0;
   /* Between batches: closes tables that DDL or FLUSH TABLES is waiting for, and tables no open
      index refers to. Cheap when there is nothing to do. */
   virtual void yield_to_ddl() = 0;
@@ -277,7 +291,7 @@ bool wait_for_server_start(const std::atomic<bool> &stop);
    Returns nullptr and logs when the thread cannot be set up. */
 std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name,
                                           const char *charset, unsigned privilege_check_interval_ms,
-                                          uint64_t max_batch_rows);
+                                          uint64_t max_batch_rows, bool commit_overlap);
 
 }  // namespace tablesocket
 #endif

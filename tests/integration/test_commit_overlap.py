@@ -1,0 +1,253 @@
+"""Commit overlap: a batch that wrote is committed on the worker's commit thread (with its own
+server session) while the worker serves the next batch.
+
+The server runs ONE tablesocket worker, so the readers below share the worker whose commit is
+held up. The commit is held with `BACKUP STAGE BLOCK_COMMIT` (what mariabackup does): DML on
+InnoDB goes on, COMMIT waits. Checked:
+
+  * while a batch's commit waits, the worker answers every other client (reads, and writes to
+    other rows, whose replies wait for their own commit) within REPLY_BOUND;
+  * a write is answered only once its commit is done; until then no other session sees it;
+  * a commit that fails after the hand-off (BLOCK_COMMIT held past the worker's 2 s lock wait
+    timeout) closes the connections that wrote in that batch unanswered, the rows are absent, and
+    the other clients and later writes are fine;
+  * a connection's own pipelined requests stay in order: a read behind its write sees the write;
+  * engines other than InnoDB are committed by the worker itself (no hand-off) and work;
+  * tablesocket_commit_overlap=OFF: the worker commits inline, the same answers.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import ts_harness as h
+
+pytestmark = pytest.mark.tablesocket_only("tablesocket's commit thread")
+
+REPLY_BOUND = 0.300   # seconds: any other client's reply while a commit is held up
+
+
+@pytest.fixture(scope="module")
+def srv(request):
+    with h.private_server(request, "overlap", ["--tablesocket-threads=1"]) as s:
+        assert h.variable(s, "tablesocket_threads") == "1"
+        yield s
+
+
+@pytest.fixture(scope="module")
+def srv_off(request):
+    with h.private_server(request, "overlap-off", ["--tablesocket-threads=1", "--tablesocket-commit-overlap=OFF"]) as s:
+        assert h.variable(s, "tablesocket_commit_overlap") == "0"
+        yield s
+
+
+def _table(s, name: str, engine: str = "InnoDB", rows: int = 50) -> str:
+    s.exec_sql(f"DROP TABLE IF EXISTS {name}")
+    s.exec_sql(f"CREATE TABLE {name} (k int primary key, v varchar(32)) ENGINE={engine}")
+    s.executemany(f"INSERT INTO {name} VALUES (%s, %s)", [(k, f"v{k}") for k in range(1, rows + 1)])
+    return name
+
+
+class _CommitsHeld:
+    """BACKUP STAGE BLOCK_COMMIT from an SQL session for the duration of the with block."""
+
+    def __init__(self, srv):
+        self.conn = h.sql_conn(srv, db=None)
+
+    def __enter__(self):
+        with self.conn.cursor() as c:
+            c.execute("BACKUP STAGE START")
+            c.execute("BACKUP STAGE BLOCK_COMMIT")
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            with self.conn.cursor() as c:
+                c.execute("BACKUP STAGE END")
+        finally:
+            self.conn.close()
+
+
+def _no_reply(conn: h.HSConn, wait: float) -> bool:
+    return not conn.recv_all(wait)
+
+
+def test_overlap_is_on_by_default_and_used_for_innodb_writes(srv):
+    assert h.variable(srv, "tablesocket_commit_overlap") == "1"
+    t = _table(srv, "ov_default")
+    before = h.status(srv)["tablesocket_commits_overlapped"]
+    w = h.hs_open(srv.hs_port_wr, t, "k,v")
+    try:
+        for k in range(1001, 1011):
+            assert w.request(f"1\t+\t2\t{k}\tnew{k}\n") == b"0\t1\n"
+    finally:
+        w.close()
+    assert h.status(srv)["tablesocket_commits_overlapped"] - before >= 10
+    assert srv.sql(f"SELECT COUNT(*) FROM {t} WHERE k > 1000") == [("10",)]
+
+
+def test_the_worker_serves_others_while_a_commit_waits(srv):
+    t = _table(srv, "ov_held")
+    r = h.hs_open(srv.hs_port, t, "k,v")
+    w = h.hs_open(srv.hs_port_wr, t, "k,v")
+    w2 = h.hs_open(srv.hs_port_wr, t, "v")
+    other = h.sql_conn(srv)
+    try:
+        with _CommitsHeld(srv):
+            w.send("1\t+\t2\t2001\theld\n")
+            time.sleep(0.2)  # the insert runs, its commit waits on the commit thread
+            for k in range(1, 21):
+                t0 = time.monotonic()
+                assert r.request(f"1\t=\t1\t{k}\n") == f"0\t2\t{k}\tv{k}\n".encode()
+                assert time.monotonic() - t0 <= REPLY_BOUND, "a read waited for another batch's commit"
+            # a write of another row runs too (its own reply waits for its own commit)
+            t0 = time.monotonic()
+            w2.send("1\t=\t1\t3\t1\t0\tU\tsecond\n")
+            assert _no_reply(w, 0.3), "a write was answered before its commit"
+            assert _no_reply(w2, 0.1)
+            with other.cursor() as c:
+                c.execute(f"SELECT COUNT(*) FROM {t} WHERE k = 2001 OR v = 'second'")
+                assert c.fetchall() == ((0,),), "an uncommitted tablesocket write was visible"
+        # BACKUP STAGE END: both commits go through, in order, and both are answered
+        assert w.recv_line(timeout=3.0) == b"0\t1\n"
+        assert w2.recv_line(timeout=3.0) == b"0\t1\t1\n"
+        assert srv.sql(f"SELECT v FROM {t} WHERE k IN (3, 2001) ORDER BY k") == [("second",), ("held",)]
+        assert time.monotonic() - t0 < 3.0
+    finally:
+        for c in (r, w, w2):
+            c.close()
+        other.close()
+
+
+def test_a_commit_failing_after_the_hand_off_closes_only_its_writers(srv):
+    """The worker's sessions wait at most 2 s (lock_wait_timeout) for BLOCK_COMMIT: the commit
+    fails, the batch is rolled back, and its writers learn nothing false."""
+    t = _table(srv, "ov_fail")
+    r = h.hs_open(srv.hs_port, t, "k,v")
+    w = h.hs_open(srv.hs_port_wr, t, "k,v")
+    try:
+        with _CommitsHeld(srv):
+            w.send("1\t+\t2\t3001\tlost\n")
+            closed_after = h.wait_closed(w, 6.0)
+            assert closed_after is not None, "the writer of a failed commit was not closed"
+            assert b"0\t1" not in w.buf, "a write whose commit failed was acknowledged"
+            assert r.request("1\t=\t1\t1\n") == b"0\t2\t1\tv1\n"
+        assert srv.sql(f"SELECT COUNT(*) FROM {t} WHERE k = 3001") == [("0",)]
+        w3 = h.hs_open(srv.hs_port_wr, t, "k,v")
+        try:
+            assert w3.request("1\t+\t2\t3002\tafter\n") == b"0\t1\n"
+        finally:
+            w3.close()
+        assert srv.sql(f"SELECT v FROM {t} WHERE k = 3002") == [("after",)]
+        assert r.request("1\t=\t1\t2\n") == b"0\t2\t2\tv2\n"
+    finally:
+        r.close()
+        w.close()
+
+
+def _pipelined_write_then_read(s, t):
+    w = h.hs_open(s.hs_port_wr, t, "k,v")
+    try:
+        reqs = []
+        for k in range(4001, 4201):
+            reqs.append(f"1\t+\t2\t{k}\tp{k}\n")
+            reqs.append(f"1\t=\t1\t{k}\n")
+            reqs.append(f"1\t=\t1\t{k}\t1\t0\tU\t{k}\tq{k}\n")
+            reqs.append(f"1\t=\t1\t{k}\n")
+        replies = w.request("".join(reqs), timeout=20.0).split(b"\n")[:-1]
+        assert len(replies) == len(reqs)
+        for i, k in enumerate(range(4001, 4201)):
+            assert replies[4 * i:4 * i + 4] == [b"0\t1", f"0\t2\t{k}\tp{k}".encode(), b"0\t1\t1",
+                                                 f"0\t2\t{k}\tq{k}".encode()], k
+    finally:
+        w.close()
+
+
+def test_a_connection_reads_its_own_pipelined_writes(srv):
+    _pipelined_write_then_read(srv, _table(srv, "ov_pipe"))
+
+
+def test_many_writers_and_readers_agree_with_sql(srv):
+    """16 writers (each its own keys, inserts and updates) beside 4 readers: every acknowledged
+    write is in the table afterwards, and the counter shows the commits were overlapped."""
+    t = _table(srv, "ov_many", rows=0)
+    before = h.status(srv)["tablesocket_commits_overlapped"]
+    acked: dict[int, str] = {}
+    lock = threading.Lock()
+    errors: list[str] = []
+
+    def writer(i):
+        try:
+            c = h.hs_open(srv.hs_port_wr, t, "k,v")
+            for j in range(150):
+                k = i * 1000 + j
+                if c.request(f"1\t+\t2\t{k}\tw{k}\n") != b"0\t1\n":
+                    errors.append(f"insert {k}")
+                if j % 3 == 0 and c.request(f"1\t=\t1\t{k}\t1\t0\tU\t{k}\tu{k}\n") != b"0\t1\t1\n":
+                    errors.append(f"update {k}")
+                with lock:
+                    acked[k] = f"u{k}" if j % 3 == 0 else f"w{k}"
+            c.close()
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    def reader(i):
+        try:
+            c = h.hs_open(srv.hs_port, t, "k,v")
+            for _ in range(300):
+                line = c.request("1\t>=\t1\t0\t5\n")
+                if not line.startswith(b"0\t2"):
+                    errors.append(f"read {line!r}")
+            c.close()
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(1, 17)]
+    threads += [threading.Thread(target=reader, args=(i,)) for i in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert not errors, errors[:5]
+    rows = {int(k): v for k, v in srv.sql(f"SELECT k, v FROM {t}")}
+    assert rows == acked
+    assert h.status(srv)["tablesocket_commits_overlapped"] > before
+
+
+@pytest.mark.parametrize("engine", ["Aria", "MyISAM", "MEMORY"])
+def test_other_engines_commit_on_the_worker(srv, engine):
+    t = _table(srv, f"ov_{engine.lower()}", engine=engine)
+    before = h.status(srv)["tablesocket_commits_overlapped"]
+    w = h.hs_open(srv.hs_port_wr, t, "k,v")
+    try:
+        assert w.request("1\t+\t2\t5001\tx\n1\t=\t1\t5001\n") == b"0\t1\n0\t2\t5001\tx\n"
+        assert w.request("1\t=\t1\t1\t1\t0\tU\t1\ty\n") == b"0\t1\t1\n"
+    finally:
+        w.close()
+    assert h.status(srv)["tablesocket_commits_overlapped"] == before
+    assert srv.sql(f"SELECT v FROM {t} WHERE k IN (1, 5001) ORDER BY k") == [("y",), ("x",)]
+
+
+def test_a_batch_writing_innodb_and_aria_commits_both(srv):
+    a = _table(srv, "ov_mix_innodb")
+    b = _table(srv, "ov_mix_aria", engine="Aria")
+    w = h.HSConn(srv.hs_port_wr)
+    try:
+        assert w.request(f"P\t1\ttest\t{a}\tPRIMARY\tk,v\nP\t2\ttest\t{b}\tPRIMARY\tk,v\n") == b"0\t1\n0\t1\n"
+        assert w.request("1\t+\t2\t6001\ti\n2\t+\t2\t6001\ta\n1\t=\t1\t6001\n2\t=\t1\t6001\n") == \
+            b"0\t1\n0\t1\n0\t2\t6001\ti\n0\t2\t6001\ta\n"
+    finally:
+        w.close()
+    assert srv.sql(f"SELECT v FROM {a} WHERE k = 6001") == [("i",)]
+    assert srv.sql(f"SELECT v FROM {b} WHERE k = 6001") == [("a",)]
+
+
+def test_overlap_off_commits_inline(srv_off):
+    t = _table(srv_off, "ov_off")
+    before = h.status(srv_off)["tablesocket_commits_overlapped"]
+    _pipelined_write_then_read(srv_off, t)
+    assert h.status(srv_off)["tablesocket_commits_overlapped"] == before
+    assert srv_off.sql(f"SELECT COUNT(*) FROM {t} WHERE k > 4000") == [("200",)]
