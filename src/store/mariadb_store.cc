@@ -283,9 +283,19 @@ Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
     batch_wrote_ = false;
     batch_lost_writes_ = false;
   }
+  s.table->in_use = thd_;  // lent to the batch's THD (handlers ask it for their transaction)
+  if (!isolation_set_[cur_] && locked_slots_.empty() && !s.table->part_info &&
+      s.table->file->ht->db_type == DB_TYPE_INNODB) {
+    /* InnoDB takes a session's transaction isolation level in store_lock(), which SQL calls for
+       every statement and the slot called once, for owner_: so once for each batch THD (the trx
+       keeps it; a session's level is fixed at its creation, from the global one). InnoDB uses no
+       THR_LOCK: it stores nothing into the array. */
+    THR_LOCK_DATA *scratch[2];
+    s.table->file->store_lock(thd_, scratch, s.for_write ? TL_WRITE : TL_READ);
+    isolation_set_[cur_] = true;
+  }
   for (THR_LOCK_DATA **p = s.lock->locks, **e = s.lock->locks + s.lock->lock_count; p < e; ++p)
     (*p)->type = (*p)->org_type;
-  s.table->in_use = thd_;  // lent to the batch's THD (handlers ask it for their transaction)
   TABLE *saved = thd_->open_tables;
   thd_->set_open_tables(s.table);  // mysql_lock_tables() aborts through thd->open_tables
   bool err = mysql_lock_tables(thd_, s.lock, MYSQL_LOCK_NOT_TEMPORARY);

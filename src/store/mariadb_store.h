@@ -274,6 +274,7 @@ class Mariadb_store final : public Store {
   THD *thd_ = nullptr;
   THD *batch_thds_[2] = {nullptr, nullptr};
   unsigned cur_ = 0;
+  bool isolation_set_[2] = {false, false};  // store_lock() ran once for the batch THD
   void *worker_stack_ = nullptr;
   std::string batch_info_;     // the batch THDs' PROCESSLIST state
   bool commit_overlap_ = true;

@@ -251,3 +251,51 @@ def test_overlap_off_commits_inline(srv_off):
     _pipelined_write_then_read(srv_off, t)
     assert h.status(srv_off)["tablesocket_commits_overlapped"] == before
     assert srv_off.sql(f"SELECT COUNT(*) FROM {t} WHERE k > 4000") == [("200",)]
+
+
+def test_backup_stages_hold_up_writes_as_they_hold_up_sql(srv):
+    """As for SQL: under BACKUP STAGE BLOCK_DDL, InnoDB writes go on (MDL_BACKUP_TRANS_DML) while
+    writes to MyISAM (no online backup) wait for BACKUP STAGE END."""
+    i = _table(srv, "ov_bk_innodb")
+    m = _table(srv, "ov_bk_myisam", engine="MyISAM")
+    wi = h.hs_open(srv.hs_port_wr, i, "k,v")
+    wm = h.hs_open(srv.hs_port_wr, m, "k,v")
+    bk = h.sql_conn(srv, db=None)
+    try:
+        with bk.cursor() as c:
+            c.execute("BACKUP STAGE START")
+            c.execute("BACKUP STAGE FLUSH")
+            c.execute("BACKUP STAGE BLOCK_DDL")
+        try:
+            assert wi.request("1\t+\t2\t7001\tduring\n", timeout=REPLY_BOUND + 1) == b"0\t1\n"
+            wm.send("1\t+\t2\t7001\tduring\n")
+            assert _no_reply(wm, 0.5), "a MyISAM write ran during BACKUP STAGE BLOCK_DDL"
+        finally:
+            with bk.cursor() as c:
+                c.execute("BACKUP STAGE END")
+        assert wm.recv_line(timeout=3.0) == b"0\t1\n"
+        assert srv.sql(f"SELECT v FROM {i} WHERE k = 7001") == [("during",)]
+        assert srv.sql(f"SELECT v FROM {m} WHERE k = 7001") == [("during",)]
+    finally:
+        wi.close()
+        wm.close()
+        bk.close()
+
+
+def test_batches_run_at_the_servers_transaction_isolation(request):
+    """Both batch sessions' InnoDB transactions take the server's transaction_isolation, as an SQL
+    session's do (seen in INNODB_TRX while BLOCK_COMMIT holds their commits)."""
+    with h.private_server(request, "overlap-rc", ["--tablesocket-threads=1",
+                                                  "--transaction-isolation=READ-COMMITTED"]) as s:
+        t = _table(s, "ov_rc")
+        w = h.hs_open(s.hs_port_wr, t, "k,v")
+        try:
+            for k in (8001, 8002):  # two batches: one on each batch session
+                with _CommitsHeld(s):
+                    w.send(f"1\t+\t2\t{k}\tx\n")
+                    time.sleep(0.3)
+                    levels = s.sql("SELECT trx_isolation_level FROM information_schema.INNODB_TRX", db=None)
+                    assert levels == [("READ COMMITTED",)], (k, levels)
+                assert w.recv_line(timeout=3.0) == b"0\t1\n"
+        finally:
+            w.close()
