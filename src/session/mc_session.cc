@@ -973,19 +973,19 @@ Mc_session::Exec Mc_session::exec_md(const Mc_request &rq, Byte_buffer &out) {
   kr.key = Datum{row_key.data() ? row_key.data() : "", row_key.size()};
   Kv_result res;
   if (rq.meta.invalidate) {
-    /* I: the item is marked stale instead of deleted (T<ttl> also sets its TTL). */
-    clear_items();
-    st = lookup(*oc, &row_key, 1, items_);
+    /* I: the item is marked stale instead of deleted, and gets a new CAS as memcached gives it
+       (so a CAS taken before no longer matches; a container without a cas column keeps its
+       content hash); T<ttl> also sets its TTL. */
+    kr.op = Kv_op::invalidate;
+    kr.set_expiry = rq.meta.has_ttl;
+    if (rq.meta.has_ttl) kr.expiry = absolute_expiry(rq.meta.ttl);
+    st = write(*oc, kr, &res);
     if (!st.ok()) return server_error(st, out, false);
-    if (items_.empty()) {
+    if (res.outcome == Kv_outcome::not_found) {
       mc::encode_meta(out, Mc_meta_code::nf, rq, nullptr);
       return Exec::done;
     }
-    if (rq.meta.has_ttl) {
-      st = touch_row(*oc, row_key, absolute_expiry(rq.meta.ttl));
-      if (!st.ok()) return server_error(st, out, false);
-    }
-    Recache_tokens::instance().put(row_key, token_key(oc->def, row_key), cas_of(items_[0]), {true, false});
+    Recache_tokens::instance().put(row_key, token_key(oc->def, row_key), res.cas, {true, false});
     if (!rq.noreply) mc::encode_meta(out, Mc_meta_code::hd, rq, nullptr);
     return Exec::done;
   }

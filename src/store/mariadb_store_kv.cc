@@ -219,6 +219,32 @@ Store_status Mariadb_store::kv_write(Open_index &idx, const Kv_layout &layout, c
       }
       break;
     }
+    case Kv_op::invalidate: {
+      if (!live) { res->outcome = Kv_outcome::not_found; break; }
+      res->outcome = Kv_outcome::touched;
+      const bool new_expiry = req.set_expiry && layout.expiry >= 0;
+      if (layout.cas < 0 && !new_expiry) {
+        result_cas(kv_current_value(t, idx, layout), current_flags());
+        break;
+      }
+      store_record(t, record[1]);
+      t->reset_default_fields();
+      for (int col : {layout.cas, new_expiry ? layout.expiry : -1}) {
+        if (col < 0) continue;
+        Field *f = t->field[idx.columns_[col]];
+        f->set_notnull();
+        f->store(longlong(col == layout.cas ? req.new_cas : uint64_t(req.expiry)), true);
+        f->set_has_explicit_value();
+      }
+      if (compare_record(t)) {
+        int e = complete_changed_row(t);
+        if (!e) e = write_changed_row(t);
+        if (e == kBadValue) st = Store_status::of(Store_errc::bad_value);
+        else if (e) st = Store_status::of(Store_errc::handler_error, e);
+      }
+      result_cas(kv_current_value(t, idx, layout), current_flags());
+      break;
+    }
     case Kv_op::remove:
       if (!present) { res->outcome = Kv_outcome::not_found; break; }
       /* An expired row is deleted too, but reported as absent. */

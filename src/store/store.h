@@ -170,7 +170,9 @@ struct Kv_layout {
   std::string separator = "|";            // joins several value columns into one value
 };
 
-enum class Kv_op : uint8_t { set, add, replace, append, prepend, cas, incr, decr, touch, remove };
+/* invalidate (memcached's md I): the row stays, with a new CAS (the cas column; a container without
+   one keeps its content hash) and, with set_expiry, a new expiry. */
+enum class Kv_op : uint8_t { set, add, replace, append, prepend, cas, incr, decr, touch, remove, invalidate };
 
 struct Kv_request {
   Kv_op op = Kv_op::set;

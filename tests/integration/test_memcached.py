@@ -724,6 +724,25 @@ def test_md_invalidate_marks_the_item_stale_instead_of_deleting_it(mc, key):
     c.request(f"md {m} I\r\n", b"NF\r\n")
 
 
+def test_md_invalidate_gives_the_item_a_new_cas_and_ttl(mc, key):
+    """As memcached: md I bumps the CAS (a CAS taken before no longer matches) and T<ttl> sets the
+    TTL; the item keeps its value."""
+    c = mc()
+    k = key()
+    c.request(f"ms {k} 1\r\nv\r\n", b"HD\r\n")
+    c.send(f"mg {k} c\r\n")
+    before = int(re.fullmatch(rb"HD c(\d+)\r\n", c.recv_line()).group(1))
+    c.request(f"md {k} I T30\r\n", b"HD\r\n")
+    c.send(f"mg {k} c t v\r\n")
+    m = re.fullmatch(rb"VA 1 c(\d+) t(\d+) X W\r\nv\r\n", c.recv_until())
+    assert m, "md I T30 did not keep the value with a new CAS and a TTL"
+    assert int(m.group(1)) != before
+    assert 25 <= int(m.group(2)) <= 30
+    c.request(f"ms {k} 1 C{before}\r\nx\r\n", b"EX\r\n")
+    c.request(f"ms {k} 1 C{int(m.group(1))}\r\nx\r\n", b"HD\r\n")
+    c.request(f"mg {k} v\r\n", b"VA 1\r\nx\r\n")
+
+
 @TS_ONLY
 def test_a_write_through_sql_ends_an_items_stale_state(ts, tsmc, key):
     c = tsmc()
