@@ -159,10 +159,19 @@ Store_status Mariadb_store::begin_write(Table_slot &s, const Open_index &idx) {
     thd_->reset_db(&t->s->db);
     statement_db_set_ = true;
     Security_context *saved = thd_->security_ctx;
-    if (idx.principal_) thd_->security_ctx = &static_cast<Mariadb_principal *>(idx.principal_)->sctx;
+    Security_context &main = thd_->main_security_ctx;  // USER() names the login from here
+    const char *saved_user = main.user, *saved_host = main.host_or_ip;
+    if (idx.principal_) {
+      auto *p = static_cast<Mariadb_principal *>(idx.principal_);
+      thd_->security_ctx = &p->sctx;
+      main.user = p->login_user.c_str();
+      main.host_or_ip = p->conn_host.c_str();
+    }
     t->vcol_cleanup_expr(thd_);
     const bool failed = t->vcol_fix_expr(thd_);
     thd_->security_ctx = saved;
+    main.user = saved_user;
+    main.host_or_ip = saved_host;
     if (failed) {
       last_error_ = thd_->get_stmt_da()->is_error() ? thd_->get_stmt_da()->message() : "cannot evaluate a DEFAULT";
       clear_diagnostics();

@@ -157,7 +157,8 @@ class TestSessionDefaults:
     def test_current_user_and_database_defaults_are_the_connections(self, server, hs, make_table):
         from test_security import login
         t = make_table("id int primary key, who varchar(100) default (current_user()), "
-                       "db varchar(64) default (database()), at datetime default (now())")
+                       "db varchar(64) default (database()), at datetime default (now()), "
+                       "login varchar(100) default (user())")
         server.exec_sql("DROP USER IF EXISTS 'defuser'@'%'")
         server.exec_sql("CREATE USER 'defuser'@'%' IDENTIFIED BY 'pw2'")
         server.exec_sql(f"GRANT SELECT, INSERT ON test.{t} TO 'defuser'@'%'")
@@ -169,9 +170,11 @@ class TestSessionDefaults:
             anon = hs(wr=True)
             opened(anon, t, "id")
             assert anon.request("1\t+\t1\t2\n") == b"0\t1\n"
-            rows = server.sql(f"SELECT id, who, db, at IS NOT NULL FROM test.{t} ORDER BY id")
-            assert rows[0] == ("1", "defuser@%", "test", "1"), rows
-            assert rows[1][2:] == ("test", "1"), rows
+            rows = server.sql(f"SELECT id, who, db, at IS NOT NULL, login FROM test.{t} ORDER BY id")
+            # USER(): the name the client logged in with @ the host it came from, as SQL gives it
+            assert rows[0][:4] == ("1", "defuser@%", "test", "1"), rows
+            assert rows[0][4] in ("defuser@127.0.0.1", "defuser@localhost"), rows
+            assert rows[1][2:4] == ("test", "1"), rows
             assert c.request("1\t+\t1\t3\n") == b"0\t1\n"   # again, after another account's insert
             assert server.sql(f"SELECT who FROM test.{t} WHERE id = 3") == [("defuser@%",)]
         finally:
