@@ -213,7 +213,8 @@ Store_status Mariadb_store::kv_write(Open_index &idx, const Kv_layout &layout, c
       f->store(longlong(req.expiry), true);
       f->set_has_explicit_value();
       if (compare_record(t)) {
-        int e = write_changed_row(t);
+        int e = complete_changed_row(t);  // ON UPDATE defaults, generated columns
+        if (!e) e = write_changed_row(t);
         if (e == kBadValue) st = Store_status::of(Store_errc::bad_value);
         else if (e) st = Store_status::of(Store_errc::handler_error, e);
       }

@@ -1488,3 +1488,20 @@ def test_the_session_server_binlog_gets_row_events_for_memcached_writes(ts, tsmc
     c.set(key(), b"v")
     ev = _binlog_events(ts, pos)
     assert any(t.startswith("Write_rows") for t, _ in ev) and any("test.kv" in i for _, i in ev), ev
+
+
+@TS_ONLY
+def test_touch_and_invalidate_keep_on_update_columns_current(ts, tsmc, make_table, containers):
+    """A touch (and md I) changes the row, so `ON UPDATE CURRENT_TIMESTAMP` columns move, as for an
+    SQL UPDATE of the expiry column."""
+    t = make_table("k VARCHAR(100) PRIMARY KEY, v TEXT, f INT UNSIGNED NOT NULL DEFAULT 0, "
+                   "c BIGINT UNSIGNED NOT NULL DEFAULT 0, e INT UNSIGNED NOT NULL DEFAULT 0, "
+                   "changed TIMESTAMP(6) NOT NULL DEFAULT '2001-01-01' ON UPDATE CURRENT_TIMESTAMP(6)")
+    name = containers(f"onupd_{uuid.uuid4().hex[:8]}", t, "k", "v", "f", "c", "e")
+    c = tsmc()
+    wait_for_container(c, name)
+    ts.exec_sql(f"INSERT INTO test.{t} (k, v) VALUES ('a', 'x'), ('b', 'y')")
+    c.request(f"touch @@{name}.a 100\r\n", b"TOUCHED\r\n")
+    c.request(f"md @@{name}.b I T100\r\n", b"HD\r\n")
+    rows = ts.sql(f"SELECT k, changed > '2001-01-01', e > 0 FROM test.{t} ORDER BY k")
+    assert rows == [("a", "1", "1"), ("b", "1", "1")], rows
