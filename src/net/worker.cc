@@ -102,6 +102,7 @@ void Worker::run() {
                                                          cfg_.commit_overlap);
       if (store) {
         serve(*store);
+        end_batch(true);      // the batch still open, if any
         finish_commit(true);  // answers (or closes) the connections of the last handed-off commit
         for (auto &c : conns_) close_connection(*c);
         reap_dead();
@@ -437,7 +438,7 @@ void Worker::tls_event(Connection &c, uint32_t events) {
 }
 
 void Worker::flush_output(Connection &c) {
-  if (c.commit_wait) return;  // answers writes whose commit is not durable yet
+  if (held(c)) return;  // answers writes whose commit is not durable yet
   if (!(c.tls ? send_tls(c) : send_plain(c))) return;  // closed
   if (c.out.empty()) {
     c.out.shrink_if_idle(1 << 16);
@@ -503,7 +504,7 @@ void Worker::update_interest(Connection &c) {
                               c.out.size() < cfg_.output_high_water &&
                               c.in.size() < input_cap();
     if (accept_input || c.tls_write_wants_read) want |= EPOLLIN;
-    if ((!c.out.empty() && !c.commit_wait) || c.tls_wants_write) want |= EPOLLOUT;
+    if ((!c.out.empty() && !held(c)) || c.tls_wants_write) want |= EPOLLOUT;
   }
   if (want == c.registered) return;
   epoll_event ev{};
@@ -537,6 +538,8 @@ void Worker::reap_dead() {
                  pending_.end());
   awaiting_.erase(std::remove_if(awaiting_.begin(), awaiting_.end(), [](Connection *c) { return c->dead; }),
                   awaiting_.end());
+  batch_writers_.erase(std::remove_if(batch_writers_.begin(), batch_writers_.end(), [](Connection *c) { return c->dead; }),
+                       batch_writers_.end());
   conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const std::unique_ptr<Connection> &c) { return c->dead; }),
                conns_.end());
 }
@@ -604,12 +607,8 @@ void Worker::settle(Connection &c) {
   update_interest(c);
 }
 
-void Worker::finish_commit(bool wait) {
-  bool lost = false;
-  if (!store_ || !store_->reap_commit(wait, &lost)) return;
-  std::vector<Connection *> done;
-  done.swap(awaiting_);
-  for (Connection *c : done) {
+void Worker::release_writers(std::vector<Connection *> &writers, bool lost) {
+  for (Connection *c : writers) {
     if (c->dead) continue;
     c->commit_wait = false;
     c->session->wrote_in_batch = false;
@@ -621,6 +620,69 @@ void Worker::finish_commit(bool wait) {
     if (!c->in.empty() || c->read_closed) mark_pending(*c);
     settle(*c);
   }
+  writers.clear();
+}
+
+void Worker::finish_commit(bool wait) {
+  bool lost = false;
+  if (!store_ || !store_->reap_commit(wait, &lost)) return;
+  std::vector<Connection *> done;
+  done.swap(awaiting_);
+  release_writers(done, lost);
+}
+
+void Worker::end_batch(bool force) {
+  Store &store = *store_;
+  /* The previous batch's commit, if it is done (or, for a batch that wrote and cannot wait any
+     longer, once it is done). A batch that wrote is handed off only after it: one commit in flight,
+     batches commit in order. Meanwhile the batch stays open and the loop goes on, so reads (and
+     other clients' writes) are served while that commit runs; it stays open at most
+     ddl_check_interval, or until its row budget is spent. */
+  bool reaped = false, lost_before = false;
+  if (store.commit_in_flight()) {
+    const uint64_t open_for = batch_open_ ? now_ms_ - open_since_ms_ : 0;
+    const bool must_wait = store.batch_wrote() &&
+                           (force || store.batch_budget_spent() || open_for >= cfg_.ddl_check_interval_ms);
+    reaped = store.reap_commit(must_wait, &lost_before);
+    if (!reaped && store.batch_wrote()) {
+      if (!batch_open_) {
+        batch_open_ = true;
+        open_since_ms_ = now_ms_;
+      }
+      return;
+    }
+  }
+  std::vector<Connection *> before;
+  if (reaped) before.swap(awaiting_);
+  if (store.in_batch()) {
+    const bool handed_off = store.end_batch();
+    counters_.add(counters_.batches);
+    const bool lost = !handed_off && store.batch_lost_writes();
+    std::vector<Connection *> writers;
+    writers.swap(batch_writers_);
+    for (Connection *c : writers) {
+      c->batch_writer = false;
+      if (c->dead) continue;
+      if (handed_off) {
+        /* Its replies (and its further requests) wait until the commit is durable. */
+        c->commit_wait = true;
+        if (c->pending) {
+          pending_.erase(std::find(pending_.begin(), pending_.end(), c));
+          c->pending = false;
+        }
+        awaiting_.push_back(c);
+        update_interest(*c);
+        continue;
+      }
+      c->session->wrote_in_batch = false;
+      if (lost) close_connection(*c);  // its acknowledged writes were rolled back: no false answers
+      else settle(*c);
+    }
+  }
+  batch_open_ = false;
+  /* Answered only now: the batch that just ended read (possibly) without their writes, and none
+     of its reads may come after they hear that their writes are done. */
+  if (reaped) release_writers(before, lost_before);
 }
 
 void Worker::serve(Store &store) {
@@ -640,6 +702,10 @@ void Worker::serve(Store &store) {
       timeout = 2;
     else
       timeout = store.open_table_count() ? int(cfg_.ddl_check_interval_ms) : 100;
+    if (batch_open_) {  // the commit thread's eventfd ends the wait; this bounds it
+      const uint64_t left = cfg_.ddl_check_interval_ms - std::min<uint64_t>(cfg_.ddl_check_interval_ms, now_ms_ - open_since_ms_);
+      timeout = std::min(timeout, int(left));
+    }
     int n = epoll_wait(epoll_.get(), events.data(), int(events.size()), timeout);
     if (n < 0 && errno != EINTR) break;
     now_ms_ = monotonic_ms();
@@ -649,8 +715,7 @@ void Worker::serve(Store &store) {
       if (ev.data.ptr == &wake_tag) {
         uint64_t v;
         while (::read(wake_.get(), &v, sizeof v) > 0) {}
-        adopt_new_connections();
-        finish_commit(false);
+        adopt_new_connections();  // a finished commit is taken by end_batch() below
         continue;
       }
       Connection &c = *static_cast<Connection *>(ev.data.ptr);
@@ -718,31 +783,21 @@ void Worker::serve(Store &store) {
         }
         if (!spent_by->close_after_flush) mark_pending(*spent_by);
       }
-      /* One commit in flight at a time: a batch that wrote waits for the previous one's. */
-      if (store.commit_in_flight() && store.batch_wrote()) finish_commit(true);
-      const bool handed_off = store.end_batch();
-      counters_.add(counters_.batches);
-      const bool lost = !handed_off && store.batch_lost_writes();
       for (Connection *c : batch_) {
-        if (c->dead || !c->session->wrote_in_batch) continue;
-        if (handed_off) {
-          /* Its replies (and its further requests) wait until the commit is durable. */
-          c->commit_wait = true;
-          if (c->pending) {
-            pending_.erase(std::find(pending_.begin(), pending_.end(), c));
-            c->pending = false;
+        if (c->dead) continue;
+        if (c->session->wrote_in_batch) {
+          /* Its replies wait for the batch's commit, which may be several loops away. */
+          if (!c->batch_writer) {
+            c->batch_writer = true;
+            batch_writers_.push_back(c);
           }
-          awaiting_.push_back(c);
-          update_interest(*c);
           continue;
         }
-        c->session->wrote_in_batch = false;
-        if (lost) close_connection(*c);  // its acknowledged writes were rolled back: no false answers
+        settle(*c);
       }
-      for (Connection *c : batch_)
-        if (!c->dead && !c->commit_wait) settle(*c);
       batch_.clear();
     }
+    end_batch(false);
     for (Connection *c : pending_) update_interest(*c);
 
     if (now_ms_ - last_ddl_check >= cfg_.ddl_check_interval_ms || store.open_table_count() == 0 ||

@@ -56,6 +56,7 @@ struct Connection {
   bool dead = false;           // closed; freed at the end of the loop iteration
   bool pending = false;        // in the worker's pending list
   bool commit_wait = false;    // wrote in a batch whose commit is in flight: replies and requests wait
+  bool batch_writer = false;   // wrote in the batch still open (in Worker::batch_writers_)
   int64_t accounted = 0;       // buffer bytes counted in Server::buffer_bytes for this connection
   uint64_t id = 0;             // the server's connection number
 };
@@ -107,6 +108,13 @@ class Worker {
   /* Takes the outcome of the store's handed-off commit (waiting for it with wait) and releases
      the connections that waited for it. Nothing if no commit is in flight or it is not done. */
   void finish_commit(bool wait);
+  /* Ends the store's batch (hands its commit off, or commits it) unless it wrote and the previous
+     commit is still running, in which case it stays open (force: wait instead); then answers the
+     writers of a previous commit that finished. */
+  void end_batch(bool force);
+  void release_writers(std::vector<Connection *> &writers, bool lost);
+  /* Its output answers writes not durable yet: not sent, no EPOLLOUT interest. */
+  static bool held(const Connection &c) { return c.commit_wait || (c.session && c.session->wrote_in_batch); }
   void reap_dead();
   void check_idle(uint64_t now_ms);
 
@@ -132,6 +140,9 @@ class Worker {
   std::vector<Connection *> pending_;
   std::vector<Connection *> batch_;
   std::vector<Connection *> awaiting_;  // commit_wait connections (the in-flight commit's writers)
+  std::vector<Connection *> batch_writers_;  // connections that wrote in the store's current batch
+  bool batch_open_ = false;     // the batch wrote and waits (across loops) for the previous commit
+  uint64_t open_since_ms_ = 0;
   bool any_dead_ = false;
   uint64_t now_ms_ = 0;
   Store *store_ = nullptr;      // the worker's store, while serve() runs

@@ -111,6 +111,7 @@ class Mariadb_store final : public Store {
                         Kv_result *result) override;
   bool end_batch() override;
   bool batch_lost_writes() const override { return batch_lost_writes_; }
+  bool in_batch() const override { return in_batch_; }
   bool batch_wrote() const override { return in_batch_ && batch_wrote_; }
   bool commit_in_flight() const override { return in_flight_; }
   bool reap_commit(bool wait, bool *lost) override;

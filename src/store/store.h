@@ -242,6 +242,8 @@ class Store {
      answered as done in this batch were rolled back. The connections that wrote in it must be
      closed unanswered. */
   virtual bool batch_lost_writes() const = 0;
+  /* A batch is open (something was locked since the last end_batch()). */
+  virtual bool in_batch() const = 0;
   /* The current batch has written (its end_batch() may hand the commit off). */
   virtual bool batch_wrote() const = 0;
   virtual bool commit_in_flight() const = 0;
