@@ -20,7 +20,7 @@ namespace tablesocket {
   X(errors, "requests answered with an error")                          \
   X(rows_read, "rows returned")                                         \
   X(rows_written, "rows inserted, updated or deleted")                  \
-  X(batches, "batches executed")                                        \
+  X(batches, "batches executed (transactions that touched a table, one commit each)") \
   X(commits_overlapped, "batch commits run on a commit thread while the worker ran the next batch") \
   X(table_opens, "table opens (including reopens after DDL)")           \
   X(table_yields, "tables closed to let DDL or FLUSH proceed")          \
