@@ -136,7 +136,9 @@ MYSQL_SYSVAR_BOOL(commit_overlap, sv_commit_overlap, PLUGIN_VAR_READONLY,
 MYSQL_SYSVAR_UINT(ddl_check_interval, sv_ddl_check_interval, PLUGIN_VAR_READONLY,
                   "Milliseconds between checks for DDL or FLUSH TABLES waiting on a table a worker "
                   "holds open; the table is then closed so the DDL proceeds. Bounds the extra wait DDL "
-                  "sees from tablesocket.",
+                  "sees from tablesocket. Also bounds how long a batch that wrote stays open, taking more "
+                  "requests, while the previous batch's commit runs (tablesocket_commit_overlap) before "
+                  "the worker waits for that commit.",
                   nullptr, nullptr, kDefaults.ddl_check_interval_ms, 1, 1000, 0);
 MYSQL_SYSVAR_UINT(lock_wait_timeout, sv_lock_wait_timeout, PLUGIN_VAR_READONLY,
                   "Milliseconds a request waits for a metadata lock (DDL) or a row lock (another "

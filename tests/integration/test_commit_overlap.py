@@ -299,3 +299,34 @@ def test_batches_run_at_the_servers_transaction_isolation(request):
                 assert w.recv_line(timeout=3.0) == b"0\t1\n"
         finally:
             w.close()
+
+
+def test_a_batch_that_wrote_waits_open_for_the_previous_commit(request):
+    """With commit overlap a second batch that wrote is not ended while the first one's commit
+    runs: it stays open (here up to 1 s, the ddl_check_interval) and the worker goes on serving.
+    When the first commit is done the open batch is handed off before the first writer hears
+    back, so what that writer reads next sees its write."""
+    with h.private_server(request, "overlap-open", ["--tablesocket-threads=1",
+                                                    "--tablesocket-ddl-check-interval=1000"]) as s:
+        t = _table(s, "ov_open")
+        r = h.hs_open(s.hs_port, t, "k,v")
+        w1 = h.hs_open(s.hs_port_wr, t, "k,v")
+        w2 = h.hs_open(s.hs_port_wr, t, "k,v")
+        try:
+            with _CommitsHeld(s):
+                w1.send("1\t+\t2\t9001\tfirst\n")
+                time.sleep(0.2)               # its commit waits on the commit thread
+                w2.send("1\t+\t2\t9002\tsecond\n")
+                time.sleep(0.05)              # its batch is open, waiting for the first commit
+                t0 = time.monotonic()
+                for k in range(1, 11):
+                    assert r.request(f"1\t=\t1\t{k}\n", timeout=REPLY_BOUND + 1) == f"0\t2\t{k}\tv{k}\n".encode()
+                assert time.monotonic() - t0 <= REPLY_BOUND, "reads waited while a batch waited for a commit"
+                assert _no_reply(w1, 0.05) and _no_reply(w2, 0.05)
+            assert w1.recv_line(timeout=3.0) == b"0\t1\n"
+            assert w1.request("1\t=\t1\t9001\n") == b"0\t2\t9001\tfirst\n"
+            assert w2.recv_line(timeout=3.0) == b"0\t1\n"
+            assert s.sql(f"SELECT k, v FROM {t} WHERE k > 9000 ORDER BY k") == [("9001", "first"), ("9002", "second")]
+        finally:
+            for c in (r, w1, w2):
+                c.close()
