@@ -102,8 +102,7 @@ void Worker::run() {
                                                          cfg_.commit_overlap);
       if (store) {
         serve(*store);
-        end_batch(true);      // the batch still open, if any
-        finish_commit(true);  // answers (or closes) the connections of the last handed-off commit
+        end_batch(true);  // ends the open batch and answers (or closes) the writers of every commit
         for (auto &c : conns_) close_connection(*c);
         reap_dead();
         pending_.clear();
@@ -230,10 +229,16 @@ void Worker::publish_snapshot() {
 }
 
 void Worker::mark_pending(Connection &c) {
-  if (!c.pending && !c.dead && !c.commit_wait) {  // finish_commit() marks a waiting one later
+  if (!c.pending && !c.dead && !c.commit_wait) {  // release_writers() marks a waiting one later
     c.pending = true;
     pending_.push_back(&c);
   }
+}
+
+void Worker::unmark_pending(Connection &c) {
+  if (!c.pending) return;
+  pending_.erase(std::find(pending_.begin(), pending_.end(), &c));
+  c.pending = false;
 }
 
 /* Buffer bytes a connection may hold whatever the server-wide total: an ordinary connection never
@@ -623,14 +628,6 @@ void Worker::release_writers(std::vector<Connection *> &writers, bool lost) {
   writers.clear();
 }
 
-void Worker::finish_commit(bool wait) {
-  bool lost = false;
-  if (!store_ || !store_->reap_commit(wait, &lost)) return;
-  std::vector<Connection *> done;
-  done.swap(awaiting_);
-  release_writers(done, lost);
-}
-
 void Worker::end_batch(bool force) {
   Store &store = *store_;
   /* The previous batch's commit, if it is done (or, for a batch that wrote and cannot wait any
@@ -641,8 +638,8 @@ void Worker::end_batch(bool force) {
   bool reaped = false, lost_before = false;
   if (store.commit_in_flight()) {
     const uint64_t open_for = batch_open_ ? now_ms_ - open_since_ms_ : 0;
-    const bool must_wait = store.batch_wrote() &&
-                           (force || store.batch_budget_spent() || open_for >= cfg_.ddl_check_interval_ms);
+    const bool must_wait = force || (store.batch_wrote() && (store.batch_budget_spent() ||
+                                                             open_for >= cfg_.ddl_check_interval_ms));
     reaped = store.reap_commit(must_wait, &lost_before);
     if (!reaped && store.batch_wrote()) {
       if (!batch_open_) {
@@ -666,10 +663,7 @@ void Worker::end_batch(bool force) {
       if (handed_off) {
         /* Its replies (and its further requests) wait until the commit is durable. */
         c->commit_wait = true;
-        if (c->pending) {
-          pending_.erase(std::find(pending_.begin(), pending_.end(), c));
-          c->pending = false;
-        }
+        unmark_pending(*c);
         awaiting_.push_back(c);
         update_interest(*c);
         continue;
@@ -683,6 +677,7 @@ void Worker::end_batch(bool force) {
   /* Answered only now: the batch that just ended read (possibly) without their writes, and none
      of its reads may come after they hear that their writes are done. */
   if (reaped) release_writers(before, lost_before);
+  if (force && store.commit_in_flight()) end_batch(true);  // the batch just handed off: its writers too
 }
 
 void Worker::serve(Store &store) {
@@ -777,10 +772,7 @@ void Worker::serve(Store &store) {
       }
       if (spent_by && !spent_by->dead) {
         /* Last in line, even if flushing its replies already queued it again. */
-        if (spent_by->pending) {
-          pending_.erase(std::find(pending_.begin(), pending_.end(), spent_by));
-          spent_by->pending = false;
-        }
+        unmark_pending(*spent_by);
         if (!spent_by->close_after_flush) mark_pending(*spent_by);
       }
       for (Connection *c : batch_) {

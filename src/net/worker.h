@@ -101,16 +101,14 @@ class Worker {
   bool send_tls(Connection &c);
   void update_interest(Connection &c);
   void mark_pending(Connection &c);
+  void unmark_pending(Connection &c);  // takes c off the pending list
   size_t input_cap() const;
   void close_connection(Connection &c);
   /* After its batch (or the commit it waited for): flush, close if finished, read what waited. */
   void settle(Connection &c);
-  /* Takes the outcome of the store's handed-off commit (waiting for it with wait) and releases
-     the connections that waited for it. Nothing if no commit is in flight or it is not done. */
-  void finish_commit(bool wait);
   /* Ends the store's batch (hands its commit off, or commits it) unless it wrote and the previous
-     commit is still running, in which case it stays open (force: wait instead); then answers the
-     writers of a previous commit that finished. */
+     commit is still running, in which case it stays open; then answers the writers of a previous
+     commit that finished. force: waits for the commit in flight instead (at exit). */
   void end_batch(bool force);
   void release_writers(std::vector<Connection *> &writers, bool lost);
   /* Its output answers writes not durable yet: not sent, no EPOLLOUT interest. */

@@ -6,9 +6,9 @@
    explicit-duration MDL ticket (the owner's) and a reusable MYSQL_LOCK. A batch is one
    transaction: it locks the slots it touches (lent to the batch's THD), every request is a
    statement inside it, and end_batch() unlocks and commits once, on the commit thread when commit
-   overlap is on and the batch wrote only InnoDB tables. Between batches yield_to_ddl() closes every slot whose metadata lock some DDL (ALTER,
-   RENAME, DROP, TRUNCATE) is waiting for, or whose share FLUSH TABLES marked old, so DDL waits at
-   most one batch. Locks are only ever *tried* on a worker thread (metadata locks with
+   overlap is on and the batch wrote only InnoDB tables. Between batches yield_to_ddl() closes
+   every slot whose metadata lock some DDL (ALTER, RENAME, DROP, TRUNCATE) is waiting for, or whose
+   share FLUSH TABLES marked old, so DDL waits at most one batch. Locks are only ever *tried* on a worker thread (metadata locks with
    try_acquire_lock, row locks with innodb_lock_wait_timeout=0): a busy table or row parks one
    request, never the worker. */
 #include "store/mariadb_store.h"

@@ -202,48 +202,32 @@ Store_status Mariadb_store::kv_write(Open_index &idx, const Kv_layout &layout, c
       result_cas(v, flags);
       break;
     }
-    case Kv_op::touch: {
-      if (!live) { res->outcome = Kv_outcome::not_found; break; }
-      res->outcome = Kv_outcome::touched;
-      if (layout.expiry < 0) break;
-      store_record(t, record[1]);
-      t->reset_default_fields();
-      Field *f = t->field[idx.columns_[layout.expiry]];
-      f->set_notnull();
-      f->store(longlong(req.expiry), true);
-      f->set_has_explicit_value();
-      if (compare_record(t)) {
-        int e = complete_changed_row(t);  // ON UPDATE defaults, generated columns
-        if (!e) e = write_changed_row(t);
-        if (e == kBadValue) st = Store_status::of(Store_errc::bad_value);
-        else if (e) st = Store_status::of(Store_errc::handler_error, e);
-      }
-      break;
-    }
+    case Kv_op::touch:
     case Kv_op::invalidate: {
+      /* touch: a new expiry. invalidate (md I): a new CAS and, with set_expiry, a new expiry. */
       if (!live) { res->outcome = Kv_outcome::not_found; break; }
       res->outcome = Kv_outcome::touched;
-      const bool new_expiry = req.set_expiry && layout.expiry >= 0;
-      if (layout.cas < 0 && !new_expiry) {
-        result_cas(kv_current_value(t, idx, layout), current_flags());
-        break;
+      const bool invalidate = req.op == Kv_op::invalidate;
+      const int cas_col = invalidate ? layout.cas : -1;
+      const int expiry_col = !invalidate || req.set_expiry ? layout.expiry : -1;
+      if (cas_col >= 0 || expiry_col >= 0) {
+        store_record(t, record[1]);
+        t->reset_default_fields();
+        for (int col : {cas_col, expiry_col}) {
+          if (col < 0) continue;
+          Field *f = t->field[idx.columns_[col]];
+          f->set_notnull();
+          f->store(longlong(col == cas_col ? req.new_cas : uint64_t(req.expiry)), true);
+          f->set_has_explicit_value();
+        }
+        if (compare_record(t)) {
+          int e = complete_changed_row(t);  // ON UPDATE defaults, generated columns
+          if (!e) e = write_changed_row(t);
+          if (e == kBadValue) st = Store_status::of(Store_errc::bad_value);
+          else if (e) st = Store_status::of(Store_errc::handler_error, e);
+        }
       }
-      store_record(t, record[1]);
-      t->reset_default_fields();
-      for (int col : {layout.cas, new_expiry ? layout.expiry : -1}) {
-        if (col < 0) continue;
-        Field *f = t->field[idx.columns_[col]];
-        f->set_notnull();
-        f->store(longlong(col == layout.cas ? req.new_cas : uint64_t(req.expiry)), true);
-        f->set_has_explicit_value();
-      }
-      if (compare_record(t)) {
-        int e = complete_changed_row(t);
-        if (!e) e = write_changed_row(t);
-        if (e == kBadValue) st = Store_status::of(Store_errc::bad_value);
-        else if (e) st = Store_status::of(Store_errc::handler_error, e);
-      }
-      result_cas(kv_current_value(t, idx, layout), current_flags());
+      if (invalidate) result_cas(kv_current_value(t, idx, layout), current_flags());
       break;
     }
     case Kv_op::remove:

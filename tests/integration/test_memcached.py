@@ -30,7 +30,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tsserver import MariaDBServer, ServerError  # noqa: E402
-from ts_mc import McConn, value_reply  # noqa: E402
+from ts_mc import McConn, value_reply, wait_for_container  # noqa: E402
 
 MEMCCAPABLE = shutil.which("memccapable") or "/usr/bin/memccapable"
 MEMCCP = shutil.which("memccp") or "/usr/bin/memccp"
@@ -140,18 +140,6 @@ def containers(ts, tsmc):
     yield add
     for name in added:
         ts.exec_sql("DELETE FROM innodb_memcache.containers WHERE name = %s", (name,), db=None)
-
-
-def wait_for_container(c: McConn, name: str, timeout: float = 4.0) -> bytes:
-    """Poll `get @@name` until the container is known; returns the reply."""
-    deadline = time.monotonic() + timeout
-    while True:
-        r = c.get(f"@@{name}")
-        if r.startswith(b"VALUE"):
-            return r
-        if time.monotonic() > deadline:
-            raise AssertionError(f"container {name} not visible after {timeout}s: {r!r}")
-        time.sleep(0.1)
 
 
 def now() -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ts_mc import McConn  # noqa: E402
+from ts_mc import McConn, wait_for_container  # noqa: E402
 
 pytestmark = pytest.mark.tablesocket_only("HandlerSocket skips constraints, versioning and triggers")
 
@@ -48,11 +48,7 @@ class TestCheckConstraints:
                         ("chk_" + t, t), db=None)
         try:
             c = McConn(server.mc_port)
-            import time
-            deadline = time.monotonic() + 4
-            while not c.get(f"@@chk_{t}").startswith(b"VALUE"):
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
+            wait_for_container(c, f"chk_{t}")
             c.set("a", b"good")
             c.send("set a 0 0 3\r\nbad\r\n")
             assert c.recv_line().startswith(b"SERVER_ERROR CONSTRAINT"), "refused"
@@ -206,11 +202,7 @@ class TestVersionedReadsElsewhere:
                         (name, kv), db=None)
         try:
             m = McConn(server.mc_port)
-            import time
-            deadline = time.monotonic() + 4
-            while not m.get(f"@@{name}").startswith(b"VALUE"):
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
+            wait_for_container(m, name)
             m.request(f"get @@{name}.a\r\n", b"VALUE @@" + name.encode() + b".a 0 3\r\nnew\r\nEND\r\n")
             m.request(f"get @@{name}.@>=a\r\n", b"VALUE a 0 3\r\nnew\r\nEND\r\n")
             m.request(f"delete @@{name}.a\r\n", b"DELETED\r\n")

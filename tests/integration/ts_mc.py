@@ -2,6 +2,7 @@
 
 McConn          a raw memcached text-protocol connection (TCP or unix socket) for exact-byte tests:
                 send bytes, then expect() exactly the bytes that must come back next.
+wait_for_container  polls until tablesocket knows a container added to innodb_memcache.containers.
 MemcachedRef    a private memcached 1.6 (Debian's package) on a free loopback port: the reference
                 the protocol tests also run against, so every expected byte string is memcached's.
 """
@@ -175,3 +176,15 @@ class MemcachedRef:
         if self.proc is not None and self.proc.stdout:
             self.proc.stdout.close()
         self.proc = None
+
+
+def wait_for_container(c: McConn, name: str, timeout: float = 4.0) -> bytes:
+    """Poll `get @@name` until the container is known; returns the reply."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = c.get(f"@@{name}")
+        if r.startswith(b"VALUE"):
+            return r
+        if time.monotonic() > deadline:
+            raise AssertionError(f"container {name} not visible after {timeout}s: {r!r}")
+        time.sleep(0.1)
