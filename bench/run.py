@@ -24,6 +24,10 @@ In one run, on 127.0.0.1 only:
     innodb_flush_log_at_trx_commit=1, first without the binary log, then (server restarted) with
     log_bin and sync_binlog=1; rows/s and fsyncs per row (Innodb_data_fsyncs; binlog fsyncs are
     in `Syncs`);
+  * reads beside writers (--mixed, default 16x1+64x1): in each write configuration, readers
+    (PK reads of `user`, every row checked) and writers (inserts into `user_ins`) at once, two
+    load generators, SQL vs HandlerSocket vs tablesocket: reads/s and read latency while the
+    writers wait on fsyncs, and the rows/s the writers got meanwhile;
   * fairness on a small box: every server (all of its threads) pinned to CPU 0, every load
     generator (and this script) to CPU 1; the server's CPU time (utime + stime of the whole
     process, /proc/<pid>/stat) is sampled at the edges of each measured window and reported as
@@ -86,9 +90,9 @@ STATUS_VARS = ("Innodb_data_fsyncs", "Syncs", "Binlog_commits", "Binlog_group_co
                "Handler_update", "Com_stmt_execute", "Tablesocket_batches")
 
 DEFAULTS = dict(rows=1_000_000, duration=10.0, warmup=1.0, rounds=3, shapes="1x1,16x1,64x1,4x16,4x64",
-                write_shapes="1x1,8x1,64x1,4x64", write_ops="update,insert", binlog="off,on")
+                write_shapes="1x1,8x1,64x1,4x64", write_ops="update,insert", binlog="off,on", mixed="16x1+64x1")
 SMOKE = dict(rows=20_000, duration=1.0, warmup=0.5, rounds=1, shapes="1x1,4x16", write_shapes="8x1,4x16",
-             write_ops="update,insert", binlog="off,on")
+             write_ops="update,insert", binlog="off,on", mixed="4x1+8x1")
 
 
 class BenchError(RuntimeError):
@@ -576,6 +580,68 @@ class Bench:
                 res["status"] = {k: s1["status"].get(k, 0) - s0["status"].get(k, 0) for k in s1["status"]}
         return res
 
+    def loadgen_args(self, system: str, conns: int, depth: int, op: str, warmup: float, duration: float) -> list[str]:
+        a = self.a
+        proto = SYSTEMS[system][1]
+        args = ["--proto", proto, "--port", str(self.port_of(system, op != "get")), "-c", str(conns),
+                "-d", str(depth), "--seconds", str(duration), "--warmup-seconds", str(warmup), "--keys", str(a.rows),
+                "--dist", a.dist, "--timeout", "20", *self.next_seed()]
+        if op == "update":
+            args += ["--op", "update", "--vary-writes"]
+        elif op == "insert":
+            args += ["--op", "insert", "--table", "user_ins", "--insert-start", "1"]
+        return args
+
+    def measure_mixed(self, system: str, rnd: int) -> dict:
+        """Readers and writers at once: two load generators (both on the client CPUs), the readers
+        checking every row of `user`, the writers inserting new keys into `user_ins`."""
+        a = self.a
+        label = SYSTEMS[system][0]
+        (rc, rd), (wc, wd) = a.mixed_shapes
+        if system == "sql":  # no pipelining in the client library: C*D connections, one statement each
+            rc, rd, wc, wd = rc * rd, 1, wc * wd, 1
+        self.db.exec_sql("TRUNCATE TABLE user_ins")
+        pid = self.server_pid(system)
+        rargs = self.loadgen_args(system, rc, rd, "get", a.warmup, a.duration)
+        wargs = self.loadgen_args(system, wc, wd, "insert", a.warmup, a.duration)
+        timeout = a.warmup + a.duration + 120
+        got: dict = {}
+        t = threading.Thread(target=lambda: got.update(w=self.loadgen(wargs, timeout)))
+        t.start()
+        r = self.loadgen(rargs, timeout, server_pid=pid, want_status=True)
+        t.join()
+        w = got.get("w") or {"rc": -1, "stderr": "the writers' load generator did not run"}
+        rres, wres = r.get("result") or {}, w.get("result") or {}
+        rlat, wlat = rres.get("latency_us", {}), wres.get("latency_us", {})
+        m = {
+            "phase": "mixed", "system": system, "label": label, "shape": a.mixed, "conns": rc, "depth": rd,
+            "client_conns": rc, "client_depth": rd, "op": "get+insert", "round": rnd, "binlog": self.binlog,
+            "ops": rres.get("ops"), "ops_per_sec": rres.get("ops_per_sec"), "p50_us": rlat.get("p50"),
+            "p99_us": rlat.get("p99"), "p999_us": rlat.get("p999"), "errors": rres.get("errors"),
+            "mismatches": rres.get("mismatches"), "seed": rres.get("seed"), "rc": r["rc"],
+            "write_ops": wres.get("ops"), "write_ops_per_sec": wres.get("ops_per_sec"),
+            "write_p50_us": wlat.get("p50"), "write_p99_us": wlat.get("p99"), "write_errors": wres.get("errors"),
+            "write_seed": wres.get("seed"), "write_rc": w["rc"],
+            "server_cpu_s": r.get("server_cpu_s"), "window_s": r.get("window_s"),
+        }
+        total = (rres.get("ops") or 0) + (wres.get("ops") or 0)
+        m["server_cpu_us_per_op"] = m["server_cpu_s"] * 1e6 / total if m["server_cpu_s"] is not None and total else None
+        if "status" in r and wres.get("ops"):
+            m["fsyncs_per_row"] = r["status"].get("Innodb_data_fsyncs", 0) / wres["ops"]
+        ok = (r["rc"] == 0 and w["rc"] == 0 and rres and wres and not rres.get("errors") and not rres.get("mismatches")
+              and not wres.get("errors") and not wres.get("mismatches"))
+        if not ok:
+            why = "; ".join(x for x in (r["stderr"].strip()[-800:], w["stderr"].strip()[-800:]) if x) or \
+                f"exit status {r['rc']} / {w['rc']}"
+            m["failure"] = why
+            self.failures.append({"system": system, "text": f"mixed {label} {a.mixed} binlog {self.binlog} "
+                                                           f"(round {rnd + 1}): {why}"})
+        self.measurements.append(m)
+        log(f"{'OK ' if ok else 'FAIL'} r{rnd + 1} {label:27s} mixed {a.mixed}: reads {m['ops_per_sec'] or 0:>9,.0f}/s "
+            f"p50 {m['p50_us'] or 0:.0f} p99 {m['p99_us'] or 0:.0f} µs; writes {m['write_ops_per_sec'] or 0:>8,.0f} rows/s "
+            f"p99 {m['write_p99_us'] or 0:.0f} µs")
+        return m
+
     def measure(self, phase: str, system: str, c: int, d: int, op: str = "get", rnd: int = 0,
                 warmup: float | None = None, duration: float | None = None, record: bool = True) -> dict:
         a = self.a
@@ -586,14 +652,9 @@ class Bench:
             conns, depth = c * d, 1
         warmup = a.warmup if warmup is None else warmup
         duration = a.duration if duration is None else duration
-        args = ["--proto", proto, "--port", str(self.port_of(system, write)), "-c", str(conns), "-d", str(depth),
-                "--seconds", str(duration), "--warmup-seconds", str(warmup), "--keys", str(a.rows),
-                "--dist", a.dist, "--timeout", "20", *self.next_seed()]
-        if op == "update":
-            args += ["--op", "update", "--vary-writes"]
-        elif op == "insert":
+        if op == "insert":
             self.db.exec_sql("TRUNCATE TABLE user_ins")
-            args += ["--op", "insert", "--table", "user_ins", "--insert-start", "1"]
+        args = self.loadgen_args(system, conns, depth, op, warmup, duration)
         pid = self.server_pid(system)
         r = self.loadgen(args, timeout=warmup + duration + 120, server_pid=pid, want_status=write)
         res = r.get("result") or {}
@@ -671,6 +732,10 @@ class Bench:
                     for si, (c, d) in enumerate(a.write_shape_list):
                         for s in rotated(a.write_systems, rnd + oi + si):
                             self.measure("write", s, c, d, op, rnd)
+            if a.mixed_shapes:
+                for rnd in range(a.rounds):
+                    for s in rotated(a.write_systems, rnd):
+                        self.measure_mixed(s, rnd)
 
     def check(self, name: str, failure: str | None) -> None:
         self.checks.append((name, failure))
@@ -700,6 +765,9 @@ def aggregate(ms: list[dict]) -> list[dict]:
         }
         for k in ("p50_us", "p99_us", "p999_us"):
             g[k] = median([p.get(k) for p in pts])
+        if phase == "mixed":
+            for k in ("write_ops_per_sec", "write_p50_us", "write_p99_us", "fsyncs_per_row"):
+                g[k] = median([p.get(k) for p in pts])
         if phase == "write":
             g["fsyncs_per_row"] = median([p.get("fsyncs_per_row") for p in pts])
             g["binlog_syncs_per_row"] = median([p.get("binlog_syncs_per_row") for p in pts])
@@ -933,6 +1001,37 @@ def render_markdown(meta: dict, agg: list[dict], failures: list[str]) -> str:
                  "batch (one transaction, one commit) = rows / Tablesocket_batches.")
         L.append("")
 
+    mixed = [g for g in agg if g["phase"] == "mixed"]
+    if mixed:
+        L.append(f"## Reads beside writers ({mixed[0]['shape']})")
+        L.append("")
+        L.append("Readers (PK reads of `user`, every row checked) and writers (single-row inserts of new keys "
+                 "into `user_ins`, `innodb_flush_log_at_trx_commit=1`) at the same time, from two load generators "
+                 "on the client CPU, against the one server. What the reads get while the writes wait on fsyncs, "
+                 "and the rows/s the writes get meanwhile. SQL: C×D connections, one statement each. "
+                 "server µs/op: the server's CPU per read or write.")
+        L.append("")
+        L.append("| binlog | system | reads/s | read p50 / p99 / p999 µs | rows/s written | write p50 / p99 ms "
+                 "| fsyncs/row | server µs/op | reads vs HandlerSocket |")
+        L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        for binlog in a["binlog"]:
+            bl = "off" if binlog == "off" else "sync_binlog=1"
+            gs = {g["system"]: g for g in mixed if g["binlog"] == binlog}
+            hs = gs.get("handlersocket")
+            for sysname in WRITE_SYSTEMS:
+                g = gs.get(sysname)
+                if not g:
+                    continue
+                bad = " ⚠" if g["failed_rounds"] else ""
+                wl = (f"{g['write_p50_us'] / 1000:.2f} / {g['write_p99_us'] / 1000:.2f}"
+                      if g.get("write_p50_us") is not None and g.get("write_p99_us") is not None else "–")
+                fs = f"{g['fsyncs_per_row']:.3f}" if g.get("fsyncs_per_row") is not None else "–"
+                ratio = fmt_ratio(g["ops_per_sec"], hs and hs["ops_per_sec"]) if sysname != "handlersocket" else ""
+                L.append(f"| {bl} | {g['label']} | {fmt_int(g['ops_per_sec'])}{spread(g, 'ops_per_sec')}{bad} | "
+                         f"{fmt_us(g['p50_us'])} / {fmt_us(g['p99_us'])} / {fmt_us(g['p999_us'])} | "
+                         f"{fmt_int(g.get('write_ops_per_sec'))} | {wl} | {fs} | {fmt_us(g['cpu_us_per_op'])} | {ratio} |")
+        L.append("")
+
     L.append("## The issue's targets, read off this run")
     L.append("")
     L.append("Informational: a run on a shared or small machine is not the official measurement. A ratio's "
@@ -1061,6 +1160,8 @@ def main(argv=None) -> int:
     ap.add_argument("--write-systems", default=",".join(WRITE_SYSTEMS), help="write systems (default %(default)s)")
     ap.add_argument("--skip-reads", action="store_true")
     ap.add_argument("--skip-writes", action="store_true")
+    ap.add_argument("--mixed", help=f"reads beside writers, READERSxD+WRITERSxD, in each write configuration "
+                                    f"(default {DEFAULTS['mixed']}; \"\" skips it)")
     ap.add_argument("--dist", default="uniform", choices=["uniform", "zipf"], help="key distribution")
     ap.add_argument("--seed", type=int, help="base seed for ts-loadgen (default: random, recorded per point)")
     ap.add_argument("--server-cpus", default="0", help="taskset CPU list of the servers (default 0)")
@@ -1093,6 +1194,10 @@ def main(argv=None) -> int:
         a.buffer_pool = "256M" if a.smoke else "2G"
     a.shape_list = parse_shapes(a.shapes)
     a.write_shape_list = parse_shapes(a.write_shapes)
+    a.mixed = a.mixed.strip()
+    a.mixed_shapes = [parse_shapes(x)[0] for x in a.mixed.split("+")] if a.mixed else []
+    if a.mixed and len(a.mixed_shapes) != 2:
+        ap.error("--mixed takes READERSxD+WRITERSxD, e.g. 16x1+64x1")
     a.write_op_list = [o.strip() for o in a.write_ops.split(",") if o.strip()]
     a.binlog_list = [b.strip() for b in a.binlog.split(",") if b.strip()]
     a.systems = [s.strip() for s in a.systems.split(",") if s.strip()]
@@ -1138,7 +1243,7 @@ def main(argv=None) -> int:
         "settings": {
             "smoke": a.smoke, "rows": a.rows, "duration": a.duration, "warmup": a.warmup, "rounds": a.rounds,
             "shapes": [shape_name(*s) for s in a.shape_list], "write_shapes": [shape_name(*s) for s in a.write_shape_list],
-            "write_ops": a.write_op_list, "binlog": a.binlog_list, "systems": a.systems if not a.skip_reads else [],
+            "write_ops": a.write_op_list, "binlog": a.binlog_list, "mixed": a.mixed, "systems": a.systems if not a.skip_reads else [],
             "write_systems": a.write_systems if not a.skip_writes else [], "dist": a.dist, "pin": a.pin,
             "server_cpus": a.server_cpus, "client_cpus": a.client_cpus, "hs_threads": a.hs_threads,
             "memcached_threads": a.memcached_threads, "buffer_pool": a.buffer_pool,
