@@ -230,6 +230,11 @@ Store_status Mariadb_store::ensure_open(Table_slot &s) {
   /* Only ordinary user tables with at least one index are served (not system or temporary tables). */
   if (t->s->tmp_table != NO_TMP_TABLE || t->s->table_category != TABLE_CATEGORY_USER || !t->s->keys)
     return give_up(Store_errc::table_open_failed);
+  const bool referenced = s.for_write && t->file->referenced_by_foreign_key();
+  if (s.for_write && (referenced || fk_refs_.count(slot_key(s.db, s.name))) && !lock_fk_tables(s, t, referenced)) {
+    release_fk_locks(s);
+    return give_up(Store_errc::table_busy);
+  }
   t->reginfo.lock_type = lock_type;
   t->use_all_columns();
   /* Row events carry full row images (as binlog_row_image=FULL): every column, before and after. */
@@ -245,6 +250,93 @@ Store_status Mariadb_store::ensure_open(Table_slot &s) {
   counters_.add(counters_.table_opens);
   counters_.open_tables.fetch_add(1, std::memory_order_relaxed);
   return {};
+}
+
+bool Table_slot::ddl_waits() const {
+  if (!table) return false;
+  if (table->s->tdc->flushed || mdl_request.ticket->has_pending_conflicting_lock()) return true;
+  for (const MDL_request &r : fk_locks)
+    if (r.ticket->has_pending_conflicting_lock()) return true;
+  return false;
+}
+
+bool Mariadb_store::lock_fk_tables(Table_slot &s, TABLE *t, bool referenced) {
+  /* As SQL's prepare_fk_prelocking_list() for an INSERT, UPDATE or DELETE of t (a slot opened for
+     writing does all three): every table whose foreign key references t, write-locked where
+     ON DELETE or ON UPDATE changes it, and then, through it, the tables referencing it. Tables
+     beyond the first level are opened for a moment to read their own references. */
+  std::vector<Fk_ref> &known = fk_refs_[slot_key(s.db, s.name)];
+  auto acquire = [&](const std::string &db, const std::string &name, bool writes) {
+    for (const MDL_request &r : s.fk_locks)
+      if (r.key.db_name() == db && r.key.name() == name && (r.type == MDL_SHARED_WRITE || !writes)) return true;
+    MDL_request &r = s.fk_locks.emplace_back();
+    MDL_REQUEST_INIT(&r, MDL_key::TABLE, db.c_str(), name.c_str(), writes ? MDL_SHARED_WRITE : MDL_SHARED_READ,
+                     MDL_EXPLICIT);
+    return !owner_->mdl_context.try_acquire_lock(&r) && r.ticket;
+  };
+  if (!referenced) {
+    /* The engine says nothing references t, but something did when we last looked: a copying
+       ALTER TABLE of a referencing table detaches its foreign keys from t for a moment near its
+       end, while it still holds that table. Lock what was there (the next open looks again). */
+    for (const Fk_ref &f : known)
+      if (!acquire(f.db, f.name, f.writes)) return false;
+    return true;
+  }
+  std::vector<Fk_ref> found;
+  struct Pending { std::string db, name; int depth; };
+  std::vector<Pending> todo;
+  auto add_children = [&](TABLE *from, int depth) {
+    List<FOREIGN_KEY_INFO> fks;
+    from->file->get_parent_foreign_key_list(owner_, &fks);
+    List_iterator<FOREIGN_KEY_INFO> it(fks);
+    while (FOREIGN_KEY_INFO *fk = it++) {
+      Fk_ref f{std::string(fk->foreign_db->str, fk->foreign_db->length),
+               std::string(fk->foreign_table->str, fk->foreign_table->length),
+               fk_modifies_child(fk->delete_method) || fk_modifies_child(fk->update_method)};
+      if (f.db == s.db && f.name == s.name) continue;  // references itself: locked already
+      bool seen = false;
+      for (const Fk_ref &g : found) seen |= g.db == f.db && g.name == f.name && (g.writes || !f.writes);
+      if (seen) continue;
+      found.push_back(f);
+      if (!acquire(f.db, f.name, f.writes)) return false;
+      if (f.writes && depth < 15) todo.push_back({f.db, f.name, depth + 1});  // InnoDB cascades 15 deep at most
+    }
+    return true;
+  };
+  bool ok = add_children(t, 1);
+  while (ok && !todo.empty()) {
+    Pending p = std::move(todo.back());
+    todo.pop_back();
+    TABLE_LIST tl;
+    LEX_CSTRING db = {p.db.c_str(), p.db.size()}, name = {p.name.c_str(), p.name.size()};
+    tl.init_one_table(&db, &name, &name, TL_READ);
+    for (const MDL_request &r : s.fk_locks)
+      if (r.key.db_name() == p.db && r.key.name() == p.name) tl.mdl_request.ticket = r.ticket;
+    Open_table_context ot(owner_, MYSQL_OPEN_HAS_MDL_LOCK);
+    TABLE *saved = owner_->open_tables;
+    owner_->set_open_tables(nullptr);
+    const bool err = open_table(owner_, &tl, &ot);
+    owner_->set_open_tables(saved);
+    TABLE *child = tl.table;
+    ok = !err && child;
+    if (ok && child->file->referenced_by_foreign_key()) ok = add_children(child, p.depth);
+    if (child) close_thread_table(owner_, &child);
+  }
+  if (ok) known = std::move(found);
+  else  // stopped part way: keep what was known besides
+    for (Fk_ref &f : found) {
+      bool have = false;
+      for (Fk_ref &k : known)
+        if (k.db == f.db && k.name == f.name) { have = true; k.writes |= f.writes; }
+      if (!have) known.push_back(f);
+    }
+  return ok;
+}
+
+void Mariadb_store::release_fk_locks(Table_slot &s) {
+  for (MDL_request &r : s.fk_locks)
+    if (r.ticket) owner_->mdl_context.release_lock(r.ticket);
+  s.fk_locks.clear();
 }
 
 void Mariadb_store::close_slot(Table_slot &s) {
@@ -265,6 +357,7 @@ void Mariadb_store::close_slot(Table_slot &s) {
   close_thread_table(owner_, &t);
   owner_->mdl_context.release_lock(s.mdl_request.ticket);
   s.mdl_request.ticket = nullptr;
+  release_fk_locks(s);
   s.table = nullptr;
   s.locked = false;
   s.reading = false;
@@ -540,7 +633,7 @@ void Mariadb_store::yield_to_ddl() {
     Table_slot &s = slots_[n];
     if (!s.in_use || s.locked) continue;
     const bool ddl_waits =
-        s.table && (s.table->s->tdc->flushed || s.mdl_request.ticket->has_pending_conflicting_lock());
+        s.ddl_waits();
     if (s.table && (ddl_waits || (s.refs == 0 && !committing))) {
       if (s.refs != 0) counters_.add(counters_.table_yields);
       close_slot(s);
@@ -842,7 +935,9 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
     case Find_op::gt: flag = HA_READ_AFTER_KEY; break;
     case Find_op::ge: flag = HA_READ_KEY_OR_NEXT; break;
     case Find_op::lt: flag = HA_READ_BEFORE_KEY; break;
-    case Find_op::le: flag = HA_READ_KEY_OR_PREV; break;
+    /* As SQL reads `key <= k` backwards: from the last row whose key starts with k. (The partition
+       handler merges its partitions backwards only for this flag, not for HA_READ_KEY_OR_PREV.) */
+    case Find_op::le: flag = HA_READ_PREFIX_LAST_OR_PREV; break;
     case Find_op::last_prefix: flag = HA_READ_PREFIX_LAST; break;
     default: flag = HA_READ_KEY_EXACT;
   }
@@ -850,7 +945,7 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
      prefix and every row found is compared on its whole values below. */
   const bool recheck = key_has_prefix_parts_;
   if (recheck && flag == HA_READ_AFTER_KEY) flag = HA_READ_KEY_OR_NEXT;
-  if (recheck && flag == HA_READ_BEFORE_KEY) flag = HA_READ_KEY_OR_PREV;
+  if (recheck && flag == HA_READ_BEFORE_KEY) flag = HA_READ_PREFIX_LAST_OR_PREV;
   auto key_matches = [&]() {
     int c = full_key_cmp(k, req.nkeys);
     switch (req.op) {

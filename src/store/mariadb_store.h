@@ -39,6 +39,12 @@ struct Table_slot {
      lives on the heap as long as the slot, not on open()'s stack. */
   std::unique_ptr<TABLE_LIST> table_list;
   MDL_request mdl_request;
+  /* Of a table opened for writing that other tables' foreign keys reference: metadata locks on
+     those tables, as SQL takes them for a write to it (a shared write lock where a cascade changes
+     the referencing table, a shared read lock where it is only checked; recursively). DDL on such a
+     table waits for them, so a cascade never lands in a copy ALTER TABLE is making. */
+  std::deque<MDL_request> fk_locks;  // deque: an MDL_request is neither movable nor heap-allocatable
+  bool ddl_waits() const;    // DDL waits for its metadata lock or one of fk_locks
   MYSQL_LOCK *lock = nullptr;
   bool for_write = false;
   bool locked = false;       // locked in the current batch
@@ -127,6 +133,16 @@ class Mariadb_store final : public Store {
  private:
   /* ---- tables (mariadb_store.cc) ---- */
   Store_status ensure_open(Table_slot &s);
+  /* The fk_locks of a slot whose table (t, just opened for writing) others reference: false when
+     one is not available now (DDL holds or waits for it) or a table cannot be opened. */
+  bool lock_fk_tables(Table_slot &s, TABLE *t, bool referenced);
+  /* A table referencing another through a foreign key; writes: its ON DELETE/UPDATE changes it. */
+  struct Fk_ref {
+    std::string db, name;
+    bool writes;
+  };
+  std::unordered_map<std::string, std::vector<Fk_ref>> fk_refs_;  // by slot_key(): what referenced it when last opened
+  void release_fk_locks(Table_slot &s);
   Store_status ensure_locked(uint32_t slot_no);
   Store_status resolve(Table_slot &s, Open_index &idx);
   void close_slot(Table_slot &s);

@@ -223,3 +223,49 @@ class TestHashIndexes:
         # a BTREE index of the same table does ranges
         assert c.request(f"P\t3\ttest\t{mh}\tbt\tid\n") == b"0\t1\n"
         assert ids(c.request("3\t>\t1\tx\t10\t0\n")) == [3]
+
+
+class TestPartitionedTables:
+    """A partitioned table's index is one per partition: the partition handler merges them in key
+    order, backwards only for the read flags SQL uses for a backward range. Every range and
+    direction must give SQL's rows in SQL's order, and writes by range must change those rows."""
+
+    @pytest.fixture(params=["InnoDB", "MyISAM", "Aria"])
+    def ptab(self, request, server, make_table):
+        t = make_table("id int primary key, a int, u int, key a(a), key ua(u, a)",
+                       [(i, 100 - i, i % 3) for i in range(1, 21)], engine=request.param,
+                       options="PARTITION BY HASH(id) PARTITIONS 4")
+        return t
+
+    CASES = [  # (index, op, key, SQL condition, SQL order)
+        ("PRIMARY", "<=", "1000", "id <= 1000", "id DESC"),
+        ("PRIMARY", "<=", "10", "id <= 10", "id DESC"),
+        ("PRIMARY", "<", "10", "id < 10", "id DESC"),
+        ("PRIMARY", ">=", "10", "id >= 10", "id"),
+        ("PRIMARY", ">", "10", "id > 10", "id"),
+        ("a", "<=", "90", "a <= 90", "a DESC"),
+        ("a", "<", "90", "a < 90", "a DESC"),
+        ("ua", "<=", "1", "u <= 1", "u DESC, a DESC"),
+        ("ua", "<", "2", "u < 2", "u DESC, a DESC"),
+        ("ua", "<=", "1\t85", "(u, a) <= (1, 85)", "u DESC, a DESC"),
+    ]
+
+    @pytest.mark.parametrize("index,op,key,where,order", CASES)
+    def test_ranges_give_sqls_rows_in_sqls_order(self, server, hs, ptab, index, op, key, where, order):
+        c = hs()
+        assert c.request(f"P\t1\ttest\t{ptab}\t{index}\tid\n") == b"0\t1\n"
+        n = key.count("\t") + 1
+        got = ids(c.request(f"1\t{op}\t{n}\t{key}\t5\t0\n"))
+        want = [int(r[0]) for r in server.sql(f"SELECT id FROM test.{ptab} WHERE {where} ORDER BY {order} LIMIT 5")]
+        assert got == want
+
+    def test_writes_to_the_last_n_change_those_rows(self, server, hs, ptab):
+        w = hs(wr=True)
+        assert w.request(f"P\t1\ttest\t{ptab}\tPRIMARY\tid\n") == b"0\t1\n"
+        assert w.request("1\t<=\t1\t20\t3\t0\tD\n") == b"0\t1\t3\n"
+        assert [int(r[0]) for r in server.sql(f"SELECT id FROM test.{ptab} ORDER BY id DESC LIMIT 3")] == [17, 16, 15]
+        assert w.request(f"P\t2\ttest\t{ptab}\tPRIMARY\ta\n") == b"0\t1\n"
+        assert w.request("2\t<=\t1\t10\t2\t0\tU\t0\n") == b"0\t1\t2\n"
+        assert sorted(int(r[0]) for r in server.sql(f"SELECT id FROM test.{ptab} WHERE a = 0")) == [9, 10]
+        assert w.request("2\t<\t1\t9\t2\t0\t+\t1000\n") == b"0\t1\t2\n"
+        assert sorted(int(r[0]) for r in server.sql(f"SELECT id FROM test.{ptab} WHERE a > 1000")) == [7, 8]

@@ -211,3 +211,83 @@ class TestVersionedReadsElsewhere:
             m.close()
         finally:
             server.exec_sql("DELETE FROM innodb_memcache.containers WHERE name = %s", (name,), db=None)
+
+
+class TestForeignKeyMetadataLocks:
+    """A write to a table that foreign keys reference can change (ON DELETE/UPDATE CASCADE, SET
+    NULL) or check the referencing tables inside the engine. SQL takes metadata locks on those
+    tables for such a write, so DDL on them waits; without them a cascade lands in the copy a
+    copying ALTER TABLE is making, and the new table keeps rows whose parent is gone."""
+
+    ROWS = 200_000
+
+    def _parent_child(self, server, make_table, levels: int) -> list[str]:
+        names = [make_table("id int primary key")]
+        server.exec_sql(f"INSERT INTO test.{names[0]} SELECT seq FROM seq_1_to_{self.ROWS}")
+        for _ in range(levels):
+            # wide rows: a copy that takes a while
+            t = make_table(f"id int primary key, p int, pad char(200) default 'x', key (p), "
+                           f"foreign key (p) references {names[-1]} (id) on delete cascade on update cascade")
+            server.exec_sql(f"INSERT INTO test.{t} (id, p) SELECT seq, seq FROM seq_1_to_{self.ROWS}")
+            names.append(t)
+        return names
+
+    def _delete_parents_during(self, server, hs, parent: str, ddl: str) -> int:
+        """Runs ddl; meanwhile (from 0.3 s into it, until it is done) deletes parent rows by key,
+        50 pipelined at a time. Returns how many were deleted (every one acknowledged)."""
+        import threading
+        import time
+        failure: list[BaseException] = []
+        took: list[float] = []
+
+        def alter():
+            t0 = time.monotonic()
+            try:
+                server.exec_sql(ddl)
+            except BaseException as e:  # reported below
+                failure.append(e)
+            took.append(time.monotonic() - t0)
+
+        th = threading.Thread(target=alter)
+        th.start()
+        time.sleep(0.3)
+        w = hs(wr=True, timeout=60)
+        assert w.request(f"P\t1\ttest\t{parent}\tPRIMARY\tid\n") == b"0\t1\n"
+        deleted, key = 0, 1
+        while th.is_alive() or deleted == 0:
+            batch = range(key, key + 50)
+            w.send("".join(f"1\t=\t1\t{k}\t1\t0\tD\n" for k in batch))
+            for k, line in zip(batch, w.recv_lines(len(batch), timeout=60)):
+                assert line == b"0\t1\t1\n", (k, line)
+            key += 50
+            deleted += 50
+        th.join(60)
+        assert not failure, failure
+        return deleted
+
+    def test_a_copying_alter_of_a_referencing_table_does_not_lose_cascades(self, server, hs, make_table):
+        pa, ch = self._parent_child(server, make_table, 1)
+        deleted = self._delete_parents_during(server, hs, pa, f"ALTER TABLE test.{ch} FORCE, ALGORITHM=COPY")
+        assert server.sql(f"SELECT COUNT(*) FROM test.{pa}") == [(str(self.ROWS - deleted),)]
+        assert server.sql(f"SELECT COUNT(*) FROM test.{ch} c LEFT JOIN test.{pa} p ON c.p = p.id "
+                          f"WHERE p.id IS NULL") == [("0",)]
+        assert server.sql(f"SELECT COUNT(*) FROM test.{ch}") == [(str(self.ROWS - deleted),)]
+
+    def test_cascades_two_levels_down_are_protected_too(self, server, hs, make_table):
+        pa, ch, gch = self._parent_child(server, make_table, 2)
+        deleted = self._delete_parents_during(server, hs, pa, f"ALTER TABLE test.{gch} FORCE, ALGORITHM=COPY")
+        assert server.sql(f"SELECT COUNT(*) FROM test.{gch} g LEFT JOIN test.{ch} c ON g.p = c.id "
+                          f"WHERE c.id IS NULL") == [("0",)]
+        assert server.sql(f"SELECT COUNT(*) FROM test.{gch}") == [(str(self.ROWS - deleted),)]
+
+    def test_ddl_on_a_referencing_table_is_not_held_up_by_an_idle_writer(self, server, hs, make_table):
+        import time
+        pa, ch = self._parent_child(server, make_table, 1)
+        w = hs(wr=True)
+        assert w.request(f"P\t1\ttest\t{pa}\tPRIMARY\tid\n") == b"0\t1\n"
+        assert w.request("1\t=\t1\t1\t1\t0\tD\n") == b"0\t1\t1\n"  # the parent is open for writing now
+        t0 = time.monotonic()
+        server.exec_sql(f"ALTER TABLE test.{ch} ADD COLUMN extra int, ALGORITHM=COPY")
+        assert time.monotonic() - t0 < 30  # (lock_wait_timeout would fail it first if it waited for us)
+        assert w.request("1\t=\t1\t2\t1\t0\tD\n") == b"0\t1\t1\n"
+        assert server.sql(f"SELECT COUNT(*) FROM test.{ch} WHERE p IN (1, 2)") == [("0",)]
