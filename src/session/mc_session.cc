@@ -610,7 +610,9 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
       owner.push_back(nullptr);
       continue;
     }
-    if (!row_key.empty() && row_key[0] == '@') {
+    if (row_key.size() >= 2 && row_key[0] == '@' && (row_key[1] == '<' || row_key[1] == '>')) {
+      /* MySQL's range syntax; any other key starting with '@' is a key like any other (set and mg
+         store and find it too). */
       st = range(*oc, row_key, items_);
       if (st.errc == Store_errc::bad_value) {
         mc::encode_client_error(out, "bad range in key");

@@ -10,15 +10,22 @@
 namespace tablesocket {
 namespace {
 
-bool parse_u64_digits(std::string_view s, uint64_t *out) {
-  if (s.empty() || s.size() > 20) return false;
+/* A stored value incr/decr can count from, read as memcached reads it (strtoull, then
+   safe_strtoull's rule): leading whitespace and a '+' are skipped, the digits must be followed by
+   the end or by whitespace (what follows that is ignored: "12 " and " 12" are 12). */
+bool parse_counter_value(std::string_view s, uint64_t *out) {
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
+  size_t i = 0;
+  while (i < s.size() && space(s[i])) ++i;
+  if (i < s.size() && s[i] == '+') ++i;
+  const size_t first = i;
   uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    uint64_t d = uint64_t(c - '0');
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+    const uint64_t d = uint64_t(s[i] - '0');
     if (v > (UINT64_MAX - d) / 10) return false;
     v = v * 10 + d;
   }
+  if (i == first || (i < s.size() && !space(s[i]))) return false;
   *out = v;
   return true;
 }
@@ -187,7 +194,7 @@ Store_status Mariadb_store::kv_write(Open_index &idx, const Kv_layout &layout, c
     case Kv_op::decr: {
       if (!live) { res->outcome = Kv_outcome::not_found; break; }
       uint64_t n;
-      if (!parse_u64_digits(kv_current_value(t, idx, layout), &n)) { res->outcome = Kv_outcome::not_numeric; break; }
+      if (!parse_counter_value(kv_current_value(t, idx, layout), &n)) { res->outcome = Kv_outcome::not_numeric; break; }
       if (req.op == Kv_op::incr)
         n += req.delta;  // wraps at 2^64, as memcached does
       else

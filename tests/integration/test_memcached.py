@@ -405,6 +405,16 @@ def test_incr_of_a_non_numeric_value_is_a_client_error(mc, key):
         c.request(f"get {k}\r\n", value_reply(k, v) + b"END\r\n")
 
 
+def test_incr_reads_a_value_as_memcached_does(mc, key):
+    """memcached's safe_strtoull: leading whitespace and '+' skipped, whitespace may follow."""
+    c = mc()
+    k = key()
+    for v, n in ((b" 12", 13), (b"12 ", 13), (b"+7", 8), (b"12 ab", 13), (b"\t5", 6)):
+        c.set(k, v)
+        c.request(f"incr {k} 1\r\n", f"{n}\r\n".encode())
+        c.request(f"decr {k} 1\r\n", f"{n - 1}\r\n".encode())
+
+
 def test_noreply_commands_never_answer_even_when_they_fail(mc, key):
     c = mc()
     k, n, m = key("k"), key("n"), key("missing")
@@ -1259,7 +1269,10 @@ def test_range_gets_return_exactly_the_keys_in_range_in_index_order(ts, tsmc, ma
     c.request("get @>k25\r\n", b"END\r\n")
     c.request("get @>=k2@<k2\r\n", b"END\r\n")
     c.request("get k05 @>=k19@<k25 k1\r\n", items("k05", "k19", "k20", "k1"))
-    c.request("get @x\r\n", b"CLIENT_ERROR bad range in key\r\n")
+    c.request("get @x\r\n", b"END\r\n")  # not range syntax: a key like any other
+    c.request("set @x 0 0 1\r\nv\r\n", b"STORED\r\n")
+    c.request("get @x\r\n", value_reply("@x", b"v") + b"END\r\n")
+    c.request("get @>k1@x\r\n", b"CLIENT_ERROR bad range in key\r\n")
     c.request("get @@default\r\n", value_reply("@@default", b"test/kv") + b"END\r\n")
 
 
