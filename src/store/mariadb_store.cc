@@ -264,24 +264,23 @@ bool Mariadb_store::lock_fk_tables(Table_slot &s, TABLE *t, bool referenced) {
   /* As SQL's prepare_fk_prelocking_list() for an INSERT, UPDATE or DELETE of t (a slot opened for
      writing does all three): every table whose foreign key references t, write-locked where
      ON DELETE or ON UPDATE changes it, and then, through it, the tables referencing it. Tables
-     beyond the first level are opened for a moment to read their own references. */
-  std::vector<Fk_ref> &known = fk_refs_[slot_key(s.db, s.name)];
-  auto acquire = [&](const std::string &db, const std::string &name, bool writes) {
+     beyond the first level are opened for a moment to read their own references.
+
+     A copying ALTER TABLE of a referencing table detaches its foreign keys from the referenced
+     table for a moment near its end, while it still holds the referencing table: the engine then
+     does not list it. So what referenced t (directly or further down) at earlier opens is locked
+     too, and forgotten only once every lock was taken (any such ALTER is over then; the next open
+     looks again). */
+  const std::string key = slot_key(s.db, s.name);
+  auto acquire = [&](const Fk_ref &f) {
     for (const MDL_request &r : s.fk_locks)
-      if (r.key.db_name() == db && r.key.name() == name && (r.type == MDL_SHARED_WRITE || !writes)) return true;
+      if (r.key.db_name() == f.db && r.key.name() == f.name && (r.type == MDL_SHARED_WRITE || !f.writes))
+        return true;
     MDL_request &r = s.fk_locks.emplace_back();
-    MDL_REQUEST_INIT(&r, MDL_key::TABLE, db.c_str(), name.c_str(), writes ? MDL_SHARED_WRITE : MDL_SHARED_READ,
+    MDL_REQUEST_INIT(&r, MDL_key::TABLE, f.db.c_str(), f.name.c_str(), f.writes ? MDL_SHARED_WRITE : MDL_SHARED_READ,
                      MDL_EXPLICIT);
     return !owner_->mdl_context.try_acquire_lock(&r) && r.ticket;
   };
-  if (!referenced) {
-    /* The engine says nothing references t, but something did when we last looked: a copying
-       ALTER TABLE of a referencing table detaches its foreign keys from t for a moment near its
-       end, while it still holds that table. Lock what was there (the next open looks again). */
-    for (const Fk_ref &f : known)
-      if (!acquire(f.db, f.name, f.writes)) return false;
-    return true;
-  }
   std::vector<Fk_ref> found;
   struct Pending { std::string db, name; int depth; };
   std::vector<Pending> todo;
@@ -298,12 +297,12 @@ bool Mariadb_store::lock_fk_tables(Table_slot &s, TABLE *t, bool referenced) {
       for (const Fk_ref &g : found) seen |= g.db == f.db && g.name == f.name && (g.writes || !f.writes);
       if (seen) continue;
       found.push_back(f);
-      if (!acquire(f.db, f.name, f.writes)) return false;
+      if (!acquire(f)) return false;
       if (f.writes && depth < 15) todo.push_back({f.db, f.name, depth + 1});  // InnoDB cascades 15 deep at most
     }
     return true;
   };
-  bool ok = add_children(t, 1);
+  bool ok = !referenced || add_children(t, 1);
   while (ok && !todo.empty()) {
     Pending p = std::move(todo.back());
     todo.pop_back();
@@ -318,19 +317,35 @@ bool Mariadb_store::lock_fk_tables(Table_slot &s, TABLE *t, bool referenced) {
     const bool err = open_table(owner_, &tl, &ot);
     owner_->set_open_tables(saved);
     TABLE *child = tl.table;
-    ok = !err && child;
-    if (ok && child->file->referenced_by_foreign_key()) ok = add_children(child, p.depth);
-    if (child) close_thread_table(owner_, &child);
-  }
-  if (ok) known = std::move(found);
-  else  // stopped part way: keep what was known besides
-    for (Fk_ref &f : found) {
-      bool have = false;
-      for (Fk_ref &k : known)
-        if (k.db == f.db && k.name == f.name) { have = true; k.writes |= f.writes; }
-      if (!have) known.push_back(f);
+    if (err || !child) {
+      /* Busy (DDL on it): try again later. Missing or unreadable: nothing to follow through it. */
+      if (child) close_thread_table(owner_, &child);
+      ok = !ot.can_recover_from_failed_open();
+      clear_diagnostics(owner_);
+      continue;
     }
-  return ok;
+    if (child->file->referenced_by_foreign_key()) ok = add_children(child, p.depth);
+    close_thread_table(owner_, &child);
+  }
+  /* What referenced t before and the engine did not list now. */
+  auto it = fk_refs_.find(key);
+  bool earlier_ok = true;
+  if (ok && it != fk_refs_.end())
+    for (const Fk_ref &f : it->second)
+      if (!(earlier_ok = acquire(f))) break;
+  if (ok && earlier_ok) {
+    if (found.empty()) fk_refs_.erase(key);
+    else fk_refs_[key] = std::move(found);
+    return true;
+  }
+  std::vector<Fk_ref> &known = fk_refs_[key];  // keep both
+  for (Fk_ref &f : found) {
+    bool have = false;
+    for (Fk_ref &k : known)
+      if (k.db == f.db && k.name == f.name) { have = true; k.writes |= f.writes; }
+    if (!have) known.push_back(f);
+  }
+  return false;
 }
 
 void Mariadb_store::release_fk_locks(Table_slot &s) {
@@ -942,8 +957,10 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
     default: flag = HA_READ_KEY_EXACT;
   }
   /* A prefix key part cannot tell 'abcdef' from 'abcxyz': strict bounds become inclusive on the
-     prefix and every row found is compared on its whole values below. */
-  const bool recheck = key_has_prefix_parts_;
+     prefix and every row found is compared on its whole values below. So do strict bounds on a
+     partitioned table: the partition handler merges MyISAM and Aria partitions wrongly for
+     HA_READ_AFTER_KEY (rows equal to the key come back, out of order). */
+  const bool recheck = key_has_prefix_parts_ || (t->part_info && (req.op == Find_op::gt || req.op == Find_op::lt));
   if (recheck && flag == HA_READ_AFTER_KEY) flag = HA_READ_KEY_OR_NEXT;
   if (recheck && flag == HA_READ_BEFORE_KEY) flag = HA_READ_PREFIX_LAST_OR_PREV;
   auto key_matches = [&]() {

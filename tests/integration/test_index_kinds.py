@@ -248,6 +248,10 @@ class TestPartitionedTables:
         ("ua", "<=", "1", "u <= 1", "u DESC, a DESC"),
         ("ua", "<", "2", "u < 2", "u DESC, a DESC"),
         ("ua", "<=", "1\t85", "(u, a) <= (1, 85)", "u DESC, a DESC"),
+        ("ua", ">", "1", "u > 1", "u, a"),
+        ("ua", ">", "0\t90", "(u, a) > (0, 90)", "u, a"),
+        ("ua", "<", "1\t85", "(u, a) < (1, 85)", "u DESC, a DESC"),
+        ("ua", ">=", "1", "u >= 1", "u, a"),
     ]
 
     @pytest.mark.parametrize("index,op,key,where,order", CASES)
@@ -269,3 +273,24 @@ class TestPartitionedTables:
         assert sorted(int(r[0]) for r in server.sql(f"SELECT id FROM test.{ptab} WHERE a = 0")) == [9, 10]
         assert w.request("2\t<\t1\t9\t2\t0\t+\t1000\n") == b"0\t1\t2\n"
         assert sorted(int(r[0]) for r in server.sql(f"SELECT id FROM test.{ptab} WHERE a > 1000")) == [7, 8]
+
+    @pytest.mark.parametrize("engine", ["InnoDB", "MyISAM", "Aria"])
+    @pytest.mark.parametrize("partitioning", ["PARTITION BY HASH(id) PARTITIONS 4", "PARTITION BY KEY(id) PARTITIONS 2",
+                                              "PARTITION BY RANGE(id) (PARTITION p0 VALUES LESS THAN (3), "
+                                              "PARTITION p1 VALUES LESS THAN MAXVALUE)"])
+    def test_strict_bounds_skip_rows_equal_to_the_key(self, server, hs, make_table, engine, partitioning):
+        t = make_table("id int not null, a int not null, b int not null, primary key (id, a), key kb (b)",
+                       [(1, 1, 10), (1, 2, 10), (2, 1, 20), (2, 2, 20), (3, 1, 30), (4, 1, 40)],
+                       engine=engine, options=partitioning)
+        c = hs()
+        assert c.request(f"P\t1\ttest\t{t}\tPRIMARY\tid,a\n") == b"0\t1\n"
+        assert c.request(f"P\t2\ttest\t{t}\tkb\tb\n") == b"0\t1\n"
+        assert c.request("1\t>\t1\t2\t10\t0\n") == b"0\t2\t3\t1\t4\t1\n"
+        assert c.request("2\t>\t1\t20\t10\t0\n") == b"0\t1\t30\t40\n"
+        assert c.request("1\t<\t1\t2\t10\t0\n") == b"0\t2\t1\t2\t1\t1\n"
+        assert c.request("2\t<\t1\t20\t10\t0\n") == b"0\t1\t10\t10\n"
+        assert c.request("1\t>\t1\t2\t1\t1\n") == b"0\t2\t4\t1\n"  # the offset counts matching rows only
+        w = hs(wr=True)
+        assert w.request(f"P\t1\ttest\t{t}\tPRIMARY\tid,a\n") == b"0\t1\n"
+        assert w.request("1\t>\t1\t2\t2\t0\tD\n") == b"0\t1\t2\n"
+        assert server.sql(f"SELECT id, a FROM test.{t} ORDER BY id, a") == [("1", "1"), ("1", "2"), ("2", "1"), ("2", "2")]

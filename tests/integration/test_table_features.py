@@ -291,3 +291,45 @@ class TestForeignKeyMetadataLocks:
         assert time.monotonic() - t0 < 30  # (lock_wait_timeout would fail it first if it waited for us)
         assert w.request("1\t=\t1\t2\t1\t0\tD\n") == b"0\t1\t1\n"
         assert server.sql(f"SELECT COUNT(*) FROM test.{ch} WHERE p IN (1, 2)") == [("0",)]
+
+    @pytest.mark.parametrize("shape", ["two children", "grandchild"])
+    def test_repeated_copying_alters_of_one_of_several_referencing_tables(self, server, hs, make_table, shape):
+        """Near its end a copying ALTER detaches the altered table's foreign keys from the parent
+        for a moment while still holding it; the engine then lists only the other children (or,
+        two levels down, none): what referenced the parent before must stay locked."""
+        import threading
+        rows = 20_000
+        pa = make_table("id int primary key")
+        server.exec_sql(f"INSERT INTO test.{pa} SELECT seq FROM seq_1_to_{rows}")
+        ch = make_table(f"id int primary key, p int, pad char(200) default 'x', key (p), "
+                        f"foreign key (p) references {pa} (id) on delete cascade")
+        server.exec_sql(f"INSERT INTO test.{ch} (id, p) SELECT seq, seq FROM seq_1_to_{rows}")
+        ref = pa if shape == "two children" else ch
+        last = make_table(f"id int primary key, p int, pad char(200) default 'x', key (p), "
+                          f"foreign key (p) references {ref} (id) on delete cascade")
+        server.exec_sql(f"INSERT INTO test.{last} (id, p) SELECT seq, seq FROM seq_1_to_{rows}")
+        done = threading.Event()
+        failure: list[BaseException] = []
+
+        def alters():
+            try:
+                for _ in range(12):
+                    server.exec_sql(f"ALTER TABLE test.{last} FORCE, ALGORITHM=COPY")
+            except BaseException as e:  # reported below
+                failure.append(e)
+            done.set()
+
+        th = threading.Thread(target=alters)
+        th.start()
+        w = hs(wr=True, timeout=60)
+        assert w.request(f"P\t1\ttest\t{pa}\tPRIMARY\tid\n") == b"0\t1\n"
+        key = 1
+        while not done.is_set() and key + 3 <= rows:
+            w.send("".join(f"1\t=\t1\t{k}\t1\t0\tD\n" for k in range(key, key + 3)))
+            assert w.recv_lines(3, timeout=60) == [b"0\t1\t1\n"] * 3
+            key += 3
+        th.join(120)
+        assert not failure, failure
+        for child, parent in ((ch, pa), (last, ref)):
+            assert server.sql(f"SELECT COUNT(*) FROM test.{child} c LEFT JOIN test.{parent} p ON c.p = p.id "
+                              f"WHERE p.id IS NULL") == [("0",)], child

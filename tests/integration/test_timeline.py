@@ -717,3 +717,22 @@ def test_desc_merge_as_a_fresh_servers_first_request_on_a_partitioned_table():
         assert srv.running()
     finally:
         srv.stop()
+
+
+@pytest.mark.tablesocket_only("M-/M+ are tablesocket's")
+@pytest.mark.parametrize("engine", ["InnoDB", "MyISAM", "Aria"])
+def test_paged_merges_on_a_partitioned_table_give_sqls_rows(engine, server, hs, make_table):
+    """Pages past a bound (and past the last row of a page) on a partitioned table: the partition
+    handler merges MyISAM and Aria partitions wrongly for a strict bound, rows equal to it came
+    back."""
+    rows = [(u, m, u * 100 + m) for u in (1, 2, 3) for m in range(1, 9)]
+    t = make_table("u INT, m INT, v INT, PRIMARY KEY (u, m)", rows, engine=engine,
+                   options="PARTITION BY KEY(m) PARTITIONS 3")
+    conn = hs()
+    assert conn.request(hs_line("P", 1, "test", t, "PRIMARY", "u,m")) == b"0\t1\n"
+    for op, cmp, order in (("M-", "<", "DESC"), ("M+", ">", "")):
+        for bound in (5, 1, 8):
+            got = conn.request(merge_line(1, op, [1, 2, 3], 4, bound=[bound]))
+            want = server.sql(f"SELECT u, m FROM test.{t} WHERE m {cmp} {bound} ORDER BY m {order}, u {order} LIMIT 4")
+            assert got == b"0\t2" + b"".join(b"\t%s\t%s" % (r[0].encode(), r[1].encode()) for r in want) + b"\n", \
+                (op, bound, got, want)
