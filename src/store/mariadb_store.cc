@@ -980,7 +980,7 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
   }
 
   /* Modifying rows of the index being walked could revisit them: collect positions first then. */
-  const bool deferred = mod && mod->op != Modify_op::remove && halloween_risk(t, idx, *mod);
+  const bool deferred = mod && (mod->op != Modify_op::remove ? halloween_risk(t, idx, *mod) : deletes_lose_place(t));
   refs_.clear();
   const key_part_map kpm = (key_part_map(1) << req.nkeys) - 1;
   const uint64_t limit = req.limit ? req.limit : 1;
@@ -1014,7 +1014,6 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
       }
     }
     ++rows_examined_;
-    const bool stepped_in_value = same_in_value;
     same_in_value = false;
     if (r == 0) {
       if ((recheck && !key_matches()) || history_row(t)) {
@@ -1043,7 +1042,11 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
       }
       continue;
     }
-    if (req.has_in && (r == HA_ERR_KEY_NOT_FOUND || (stepped_in_value && r == HA_ERR_END_OF_FILE))) continue;
+    /* An IN value no partition can hold finds nothing, like one no row has (the partition handler
+       says HA_ERR_END_OF_FILE or HA_ERR_NO_PARTITION_FOUND where an engine says not found): on
+       to the next value. */
+    if (r == HA_ERR_NO_PARTITION_FOUND) r = HA_ERR_KEY_NOT_FOUND;
+    if (req.has_in && (r == HA_ERR_KEY_NOT_FOUND || r == HA_ERR_END_OF_FILE)) continue;
     if (r != HA_ERR_RECORD_DELETED) break;
   }
   if (mod) h->ha_index_or_rnd_end();  // a read leaves the index open for the next read of the batch

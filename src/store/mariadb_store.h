@@ -278,6 +278,9 @@ class Mariadb_store final : public Store {
      worker cannot; evaluating it without that crashes the server. */
   bool default_needs_a_sequence(TABLE *t);
   bool halloween_risk(TABLE *t, const Open_index &idx, const Modify_request &mod) const;
+  /* Deleting the row under an index cursor loses the cursor's place (MEMORY's B-tree indexes step
+     from the deleted key again and land on the wrong row): deletes collect positions first. */
+  static bool deletes_lose_place(TABLE *t);
 
   Counters &counters_;
   unsigned privilege_check_interval_ms_;

@@ -73,6 +73,10 @@ Store_status Mariadb_store::merge(Open_index &idx, const Find_request &req, Row_
   /* The merge orders rows by their key images: a prefix key part (KEY(c(10))) does not order them. */
   for (uint i = 0; i < k.user_defined_key_parts; ++i)
     if (k.key_part[i].key_part_flag & HA_PART_KEY_SEG) return Store_status::of(Store_errc::bad_merge);
+  /* Nor does a partitioned table's index: the partition handler's merge of its partitions loses
+     its place when the cursor is moved between groups (rows skipped, rows returned twice, seen
+     with InnoDB, MyISAM and Aria). Refused rather than answered wrongly. */
+  if (t->part_info) return Store_status::of(Store_errc::bad_merge);
   /* Nor can an index that does not read in order (a hash index). */
   const ulong caps = t->file->index_flags(idx.index_no_, 0, true);
   if ((caps & HA_ONLY_WHOLE_INDEX) || !(caps & HA_READ_ORDER) || !(caps & HA_READ_PREV))
@@ -161,6 +165,14 @@ Store_status Mariadb_store::merge(Open_index &idx, const Find_request &req, Row_
 
   /* Reads the next qualifying row of group g starting from the result r of a positioning call;
      fills cands[g] and pushes it. Returns a handler error, or 0. */
+  /* A row of the run with the key last emitted from the group that was emitted already: walking
+     back onto that run stops at the first row not emitted, which a filter may then pass over. */
+  auto already_emitted = [&](const Candidate &c) {
+    if (exact || c.emitted_refs.empty() || key_cmp(k.key_part, c.emitted_key.data(), full_len) != 0) return false;
+    h->position(rec);
+    std::string ref(reinterpret_cast<const char *>(h->ref), h->ref_length);
+    return std::find(c.emitted_refs.begin(), c.emitted_refs.end(), ref) != c.emitted_refs.end();
+  };
   auto settle = [&](uint32_t g, int r) -> int {
     while (true) {
       if (r == 0 && key_cmp_if_same(t, groups[g].data(), idx.index_no_, group_len)) r = HA_ERR_END_OF_FILE;
@@ -170,7 +182,7 @@ Store_status Mariadb_store::merge(Open_index &idx, const Find_request &req, Row_
       ++rows_examined_;
       int fr = history_row(t) ? 1 : req.nfilters ? check_filters(t, idx, req) : 0;
       if (fr < 0) return 0;  // W: this group is done
-      if (fr == 0) break;
+      if (fr == 0 && !already_emitted(cands[g])) break;
       r = desc ? h->ha_index_prev(rec) : h->ha_index_next(rec);
     }
     Candidate &c = cands[g];

@@ -410,6 +410,11 @@ Store_status Mariadb_store::update_existing(TABLE *t, const Open_index &idx, con
   return {};
 }
 
+bool Mariadb_store::deletes_lose_place(TABLE *t) {
+  handlerton *ht = t->file->partition_ht();
+  return ht && ht->db_type == DB_TYPE_HEAP;
+}
+
 bool Mariadb_store::halloween_risk(TABLE *t, const Open_index &idx, const Modify_request &mod) const {
   /* Does the change touch a column the walked index is ordered by (including the primary key, which
      InnoDB appends to every secondary index)? */
