@@ -177,6 +177,14 @@ void Mariadb_store::clear_diagnostics(THD *thd) {
   thd->get_stmt_da()->clear_warning_info(thd->query_id);
 }
 
+bool Mariadb_store::open_unlisted(TABLE_LIST &tl, Open_table_context &ot) {
+  TABLE *saved = owner_->open_tables;
+  owner_->set_open_tables(nullptr);
+  const bool err = open_table(owner_, &tl, &ot);
+  owner_->set_open_tables(saved);
+  return err;
+}
+
 Store_status Mariadb_store::ensure_open(Table_slot &s) {
   if (s.table) return {};
   if (killed()) return Store_status::of(Store_errc::server_shutdown);
@@ -201,10 +209,7 @@ Store_status Mariadb_store::ensure_open(Table_slot &s) {
   tl.mdl_request.ticket = s.mdl_request.ticket;
   tl.required_type = TABLE_TYPE_NORMAL;  // views and sequences are refused here, not crashed on
   Open_table_context ot(owner_, MYSQL_OPEN_HAS_MDL_LOCK);
-  TABLE *saved = owner_->open_tables;
-  owner_->set_open_tables(nullptr);
-  bool err = open_table(owner_, &tl, &ot);
-  owner_->set_open_tables(saved);
+  bool err = open_unlisted(tl, ot);
   TABLE *t = tl.table;
   if (t) {
     /* The names it points at must outlive this call too: the share's own (the slot may move). */
@@ -293,10 +298,7 @@ bool Mariadb_store::lock_fk_tables(Table_slot &s, TABLE *t, bool referenced) {
                std::string(fk->foreign_table->str, fk->foreign_table->length),
                fk_modifies_child(fk->delete_method) || fk_modifies_child(fk->update_method)};
       if (f.db == s.db && f.name == s.name) continue;  // references itself: locked already
-      bool seen = false;
-      for (const Fk_ref &g : found) seen |= g.db == f.db && g.name == f.name && (g.writes || !f.writes);
-      if (seen) continue;
-      found.push_back(f);
+      if (!merge_ref(found, f)) continue;  // locked (at least as strongly) already
       if (!acquire(f)) return false;
       if (f.writes && depth < 15) todo.push_back({f.db, f.name, depth + 1});  // InnoDB cascades 15 deep at most
     }
@@ -312,10 +314,7 @@ bool Mariadb_store::lock_fk_tables(Table_slot &s, TABLE *t, bool referenced) {
     for (const MDL_request &r : s.fk_locks)
       if (r.key.db_name() == p.db && r.key.name() == p.name) tl.mdl_request.ticket = r.ticket;
     Open_table_context ot(owner_, MYSQL_OPEN_HAS_MDL_LOCK);
-    TABLE *saved = owner_->open_tables;
-    owner_->set_open_tables(nullptr);
-    const bool err = open_table(owner_, &tl, &ot);
-    owner_->set_open_tables(saved);
+    const bool err = open_unlisted(tl, ot);
     TABLE *child = tl.table;
     if (err || !child) {
       /* Busy (DDL on it): try again later. Missing or unreadable: nothing to follow through it. */
@@ -339,13 +338,19 @@ bool Mariadb_store::lock_fk_tables(Table_slot &s, TABLE *t, bool referenced) {
     return true;
   }
   std::vector<Fk_ref> &known = fk_refs_[key];  // keep both
-  for (Fk_ref &f : found) {
-    bool have = false;
-    for (Fk_ref &k : known)
-      if (k.db == f.db && k.name == f.name) { have = true; k.writes |= f.writes; }
-    if (!have) known.push_back(f);
-  }
+  for (const Fk_ref &f : found) merge_ref(known, f);
   return false;
+}
+
+bool Mariadb_store::merge_ref(std::vector<Fk_ref> &refs, const Fk_ref &f) {
+  for (Fk_ref &r : refs)
+    if (r.db == f.db && r.name == f.name) {
+      if (r.writes || !f.writes) return false;
+      r.writes = true;
+      return true;
+    }
+  refs.push_back(f);
+  return true;
 }
 
 void Mariadb_store::release_fk_locks(Table_slot &s) {
@@ -647,8 +652,7 @@ void Mariadb_store::yield_to_ddl() {
   for (uint32_t n = 0; n < slots_.size(); ++n) {
     Table_slot &s = slots_[n];
     if (!s.in_use || s.locked) continue;
-    const bool ddl_waits =
-        s.ddl_waits();
+    const bool ddl_waits = s.ddl_waits();
     if (s.table && (ddl_waits || (s.refs == 0 && !committing))) {
       if (s.refs != 0) counters_.add(counters_.table_yields);
       close_slot(s);

@@ -142,7 +142,13 @@ class Mariadb_store final : public Store {
     bool writes;
   };
   std::unordered_map<std::string, std::vector<Fk_ref>> fk_refs_;  // by slot_key(): what referenced it when last opened
+  /* Adds f to refs, or makes the entry for its table a writing one: false when refs already
+     had it (as writing, or f does not write). */
+  static bool merge_ref(std::vector<Fk_ref> &refs, const Fk_ref &f);
   void release_fk_locks(Table_slot &s);
+  /* open_table() on owner_ for a table whose metadata lock tl carries, kept out of
+     owner_->open_tables (slots hold their tables themselves); true on error. */
+  bool open_unlisted(TABLE_LIST &tl, Open_table_context &ot);
   Store_status ensure_locked(uint32_t slot_no);
   Store_status resolve(Table_slot &s, Open_index &idx);
   void close_slot(Table_slot &s);

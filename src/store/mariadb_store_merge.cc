@@ -120,16 +120,6 @@ Store_status Mariadb_store::merge(Open_index &idx, const Find_request &req, Row_
   };
 
   handler *h = t->file;
-  /* The first row strictly past key (its first len bytes) in walking order. The partition handler
-     merges MyISAM and Aria partitions wrongly for HA_READ_AFTER_KEY/BEFORE_KEY (rows equal to the
-     key come back, out of order): on a partitioned table read from the key and step past it. */
-  auto read_past = [&, h](const uchar *key, key_part_map kpm, uint len) {
-    uchar *row = t->record[0];
-    if (!t->part_info) return h->ha_index_read_map(row, key, kpm, desc ? HA_READ_BEFORE_KEY : HA_READ_AFTER_KEY);
-    int r = h->ha_index_read_map(row, key, kpm, desc ? HA_READ_PREFIX_LAST_OR_PREV : HA_READ_KEY_OR_NEXT);
-    while (r == 0 && !key_cmp_if_same(t, key, idx.index_no_, len)) r = desc ? h->ha_index_prev(row) : h->ha_index_next(row);
-    return r;
-  };
   h->ha_index_or_rnd_end();
   if (int e = h->ha_index_init(idx.index_no_, true)) return Store_status::of(Store_errc::handler_error, e);
 
@@ -163,8 +153,6 @@ Store_status Mariadb_store::merge(Open_index &idx, const Find_request &req, Row_
   uchar *rec = t->record[0];
   int positioned = -1;  // the group whose row the cursor is on
 
-  /* Reads the next qualifying row of group g starting from the result r of a positioning call;
-     fills cands[g] and pushes it. Returns a handler error, or 0. */
   /* A row of the run with the key last emitted from the group that was emitted already: walking
      back onto that run stops at the first row not emitted, which a filter may then pass over. */
   auto already_emitted = [&](const Candidate &c) {
@@ -173,6 +161,8 @@ Store_status Mariadb_store::merge(Open_index &idx, const Find_request &req, Row_
     std::string ref(reinterpret_cast<const char *>(h->ref), h->ref_length);
     return std::find(c.emitted_refs.begin(), c.emitted_refs.end(), ref) != c.emitted_refs.end();
   };
+  /* Reads the next qualifying row of group g starting from the result r of a positioning call;
+     fills cands[g] and pushes it. Returns a handler error, or 0. */
   auto settle = [&](uint32_t g, int r) -> int {
     while (true) {
       if (r == 0 && key_cmp_if_same(t, groups[g].data(), idx.index_no_, group_len)) r = HA_ERR_END_OF_FILE;
@@ -201,7 +191,7 @@ Store_status Mariadb_store::merge(Open_index &idx, const Find_request &req, Row_
   for (uint32_t g = 0; g < groups.size() && !err; ++g) {
     int r;
     if (bounded)
-      r = read_past(groups[g].data(), bound_kpm, bound_len);
+      r = h->ha_index_read_map(rec, groups[g].data(), bound_kpm, desc ? HA_READ_BEFORE_KEY : HA_READ_AFTER_KEY);
     else
       r = h->ha_index_read_map(rec, groups[g].data(), 1, desc ? HA_READ_PREFIX_LAST : HA_READ_KEY_EXACT);
     err = settle(g, r);
@@ -232,19 +222,14 @@ Store_status Mariadb_store::merge(Open_index &idx, const Find_request &req, Row_
     if (positioned == int(c->group)) {
       r = desc ? h->ha_index_prev(rec) : h->ha_index_next(rec);
     } else if (exact) {
-      r = read_past(c->key.data(), full_kpm, full_len);
+      r = h->ha_index_read_map(rec, c->key.data(), full_kpm, desc ? HA_READ_BEFORE_KEY : HA_READ_AFTER_KEY);
     } else {
       /* Back onto the start of the run of rows with the last emitted key (in walking order: engines
          disagree on where KEY_OR_PREV lands among duplicates), then past the ones already emitted. */
       r = h->ha_index_read_map(rec, c->key.data(), full_kpm, desc ? HA_READ_PREFIX_LAST : HA_READ_KEY_EXACT);
       if (r == HA_ERR_KEY_NOT_FOUND || r == HA_ERR_END_OF_FILE)  // that row is gone: continue past its key
-        r = read_past(c->key.data(), full_kpm, full_len);
-      while (r == 0 && key_cmp(k.key_part, c->emitted_key.data(), full_len) == 0) {
-        h->position(rec);
-        std::string ref(reinterpret_cast<const char *>(h->ref), h->ref_length);
-        if (std::find(c->emitted_refs.begin(), c->emitted_refs.end(), ref) == c->emitted_refs.end()) break;
-        r = desc ? h->ha_index_prev(rec) : h->ha_index_next(rec);
-      }
+        r = h->ha_index_read_map(rec, c->key.data(), full_kpm, desc ? HA_READ_BEFORE_KEY : HA_READ_AFTER_KEY);
+      while (r == 0 && already_emitted(*c)) r = desc ? h->ha_index_prev(rec) : h->ha_index_next(rec);
     }
     err = settle(c->group, r);
   }
