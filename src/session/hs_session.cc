@@ -89,6 +89,7 @@ Hs_session::Exec Hs_session::reply_error(const Store_status &st, Byte_buffer &ou
     case Store_errc::bad_merge: msg = "merge"; break;
     case Store_errc::server_read_only: code = 1; msg = "read_only"; break;
     case Store_errc::bad_value:
+    case Store_errc::not_replicated:
     case Store_errc::commit_failed: {
       /* The server's own message (e.g. "Incorrect integer value: 'x' for column ..."), escaped:
          it may quote the client's bytes. */

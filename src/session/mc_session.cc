@@ -408,6 +408,7 @@ Mc_session::Exec Mc_session::server_error(const Store_status &st, Byte_buffer &o
     case Store_errc::result_too_large: msg = "reply too large"; break;
     case Store_errc::handler_error: msg = "storage engine error " + std::to_string(st.handler_error); break;
     case Store_errc::bad_value:
+    case Store_errc::not_replicated:
     case Store_errc::commit_failed:
       msg = st.message.empty() ? std::string("value rejected") : std::string(st.message);
       break;

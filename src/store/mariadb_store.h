@@ -241,6 +241,8 @@ class Mariadb_store final : public Store {
   Store_status store_value(Field *f, const Datum &v);
   Store_status failed_write(Table_slot &s, int handler_error);
   Store_status commit_failed();
+  static bool galera_on();
+  Store_status refuse_unreplicated_write();
   /* The code failed_write() takes for a status from a nested step (0 when it succeeded). */
   static int write_error_code(const Store_status &st);
   /* True (message in last_error_) when an insert leaves out a column that needs a value. */

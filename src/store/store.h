@@ -42,6 +42,7 @@ enum class Store_errc : uint8_t {
   commit_failed,          // the batch's commit failed: see message
   access_denied,          // the connection's account lacks a privilege, or a login failed: see message
   index_unusable,         // FULLTEXT, SPATIAL or hash-based (long UNIQUE) index: cannot serve key lookups
+  not_replicated,         // a write the server's replication would not carry (Galera): see message
 };
 
 struct Store_status {
