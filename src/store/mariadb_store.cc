@@ -151,6 +151,7 @@ Mariadb_store::~Mariadb_store() {
   for (THD *t : {batch_thds_[1], batch_thds_[0], owner_}) {
     if (!t) continue;
     attach_thd(t);
+    galera_close(t);
     destroy_thd(t);
     set_current_thd(nullptr);
   }
@@ -388,6 +389,7 @@ void Mariadb_store::close_slot(Table_slot &s) {
 Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
   Table_slot &s = slots_[slot_no];
   if (s.locked) return {};
+  if (Store_status st = galera_check_ready(); !st.ok()) return st;
   if (!in_batch_) {
     /* The batch is one transaction: every request of every connection in it shares one commit. */
     thd_->variables.option_bits |= OPTION_BEGIN;
@@ -477,6 +479,7 @@ bool Mariadb_store::commit_thd(THD *thd, bool wrote, MDL_ticket *const backup_lo
     lost = wrote;
     trans_rollback(thd);
   }
+  galera_end_command(thd);  // a replicated batch's wsrep command ends with its commit
   thd->variables.option_bits &= ~OPTION_BEGIN;
   thd->server_status &= ~SERVER_STATUS_IN_TRANS;
   for (int i = 0; i < 2; ++i)
@@ -490,6 +493,10 @@ bool Mariadb_store::commit_thd(THD *thd, bool wrote, MDL_ticket *const backup_lo
 
 bool Mariadb_store::can_hand_off() const {
   if (!committer_ || !batch_wrote_ || in_flight_) return false;
+  /* A Galera commit waits for the cluster's commit order, which may wait for an applier, which
+     may need row locks of the worker's next open batch - which would wait for this commit: the
+     worker commits a replicated batch itself (the applier aborts a batch in its way). */
+  if (galera_replicating(thd_)) return false;
   for (uint32_t n : locked_slots_) {
     const Table_slot &s = slots_[n];
     if (!s.table) return false;

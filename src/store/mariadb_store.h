@@ -241,8 +241,13 @@ class Mariadb_store final : public Store {
   Store_status store_value(Field *f, const Datum &v);
   Store_status failed_write(Table_slot &s, int handler_error);
   Store_status commit_failed();
-  static bool galera_on();
-  Store_status refuse_unreplicated_write();
+  /* Galera (mariadb_store_galera.cc): a batch that writes is a wsrep transaction of its THD. */
+  Store_status galera_check_ready();
+  Store_status galera_begin_write();
+  Store_status galera_refusal(const char *why);
+  static void galera_end_command(THD *thd);
+  static bool galera_replicating(THD *thd);
+  static void galera_close(THD *thd);
   /* The code failed_write() takes for a status from a nested step (0 when it succeeded). */
   static int write_error_code(const Store_status &st);
   /* True (message in last_error_) when an insert leaves out a column that needs a value. */

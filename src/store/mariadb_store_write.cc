@@ -12,12 +12,9 @@
 #include "sql_insert.h"   // vers_insert_history_row()
 #include "sql_trigger.h"  // Table_triggers_list
 
-#include <atomic>
 #include <cstdlib>
 
 #include "sql_cache.h"
-#include "store/server_log.h"
-#include "wsrep_on.h"    // WSREP_ON
 #include "sql_update.h"  // compare_record()
 
 namespace tablesocket {
@@ -125,7 +122,7 @@ int Mariadb_store::remove_row(TABLE *t) {
 
 Store_status Mariadb_store::begin_write(Table_slot &s, const Open_index &idx) {
   if (opt_readonly) return Store_status::of(Store_errc::server_read_only);
-  if (galera_on()) return refuse_unreplicated_write();
+  if (Store_status st = galera_begin_write(); !st.ok()) return st;
   /* The protection DML takes against FLUSH TABLES WITH READ LOCK and BACKUP STAGE, held until the
      batch commits; as SQL takes it: MDL_BACKUP_TRANS_DML for a table of an engine that supports
      online backup (InnoDB: writes go on through BACKUP STAGE FLUSH and BLOCK_DDL, only the commit
@@ -233,6 +230,7 @@ bool Mariadb_store::end_write(Table_slot &s, bool ok) {
        answered is gone. Start over in a fresh transaction; the worker closes the connections whose
        answers would now be false. */
     trans_rollback(thd_);
+    galera_end_command(thd_);  // a Galera transaction aborted for a conflict ends here too
     thd_->transaction_rollback_request = false;
     batch_lost_writes_ = batch_lost_writes_ || batch_wrote_;
     thd_->variables.option_bits |= OPTION_BEGIN;
@@ -268,31 +266,6 @@ int Mariadb_store::write_error_code(const Store_status &st) {
   if (st.ok()) return 0;
   if (st.errc == Store_errc::bad_value) return kBadValue;
   return st.handler_error ? st.handler_error : HA_ERR_GENERIC;
-}
-
-bool Mariadb_store::galera_on() {
-#ifdef WITH_WSREP
-  /* wsrep_on with a provider loaded (SET GLOBAL wsrep_on changes it at run time): the node is a
-     member of a Galera cluster. */
-  return WSREP_ON;
-#else
-  return false;
-#endif
-}
-
-Store_status Mariadb_store::refuse_unreplicated_write() {
-  /* Galera replicates a transaction through the wsrep hooks SQL statements run (certification,
-     write set, ordered commit); a worker's batch does not run them, so its rows would stay on this
-     node and the cluster would silently diverge. Refused, clearly, instead. */
-  static std::atomic<bool> logged{false};
-  if (!logged.exchange(true))
-    tablesocket::log_warning("writes are refused while Galera replication is on (wsrep_on): they would not be "
-                "replicated to the other nodes; reads are served. Write through SQL.");
-  last_error_ = "writes are refused on a Galera node (wsrep_on): tablesocket's writes would not be "
-                "replicated to the cluster; write through SQL";
-  Store_status st = Store_status::of(Store_errc::not_replicated);
-  st.message = last_error_;
-  return st;
 }
 
 Store_status Mariadb_store::commit_failed() {

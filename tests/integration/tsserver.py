@@ -365,7 +365,10 @@ class MariaDBServer:
         try:
             with conn.cursor() as c:
                 c.execute("SELECT 1")
-            return True
+                # A Galera node refuses statements until it has joined its cluster.
+                c.execute("SHOW STATUS LIKE 'wsrep_ready'")
+                row = c.fetchone()
+            return row is None or row[1] in (b"ON", "ON")
         except Exception:
             return False
         finally:
