@@ -280,3 +280,30 @@ def test_wsrep_on_off_stops_replicating_tablesocket_writes_as_it_does_sqls(clust
             c.execute("DELETE FROM g WHERE id = 60")
     finally:
         conn.close()
+
+
+def test_ddl_from_the_other_node_is_applied_past_open_tablesocket_tables(cluster):
+    """A replicated ALTER (total order isolation) needs the table's metadata lock on every node:
+    node 1's workers hold it open for readers and a writer, and give it up as for local DDL."""
+    n1, n2 = cluster
+    n1.exec_sql("CREATE TABLE gd (id int primary key, v varchar(20)) ENGINE=InnoDB")
+    n1.exec_sql("INSERT INTO gd VALUES (1, 'a'), (2, 'b')")
+    r = h.hs_open(n1.hs_port, "gd", "id,v")
+    w = h.hs_open(n1.hs_port_wr, "gd", "id,v")
+    try:
+        assert r.request(hs_line(1, "=", 1, "1")) == b"0\t2\t1\ta\n"
+        assert w.request(hs_line(1, "+", 2, "3", "c")) == b"0\t1\n"
+        _wait(lambda: n2.sql("SELECT COUNT(*) FROM gd") == [("3",)], 30, "the rows on node 2")
+        t0 = time.monotonic()
+        n2.exec_sql("ALTER TABLE gd ADD COLUMN extra int NOT NULL DEFAULT 7")
+        _wait(lambda: [c[0] for c in n1.sql("SHOW COLUMNS FROM gd")] == ["id", "v", "extra"], 30,
+              "the ALTER on node 1")
+        assert time.monotonic() - t0 < 10
+        # The open indexes go on, on the table as it is now.
+        assert r.request(hs_line(1, "=", 1, "3")) == b"0\t2\t3\tc\n"
+        assert w.request(hs_line(1, "+", 2, "4", "d")) == b"0\t1\n"
+    finally:
+        r.close()
+        w.close()
+    assert _synced_rows(n2, "SELECT id, v, extra FROM gd ORDER BY id") == [
+        ("1", "a", "7"), ("2", "b", "7"), ("3", "c", "7"), ("4", "d", "7")]
