@@ -366,6 +366,9 @@ class MariaDBServer:
             with conn.cursor() as c:
                 c.execute("SELECT 1")
                 # A Galera node refuses statements until it has joined its cluster.
+                c.execute("SELECT @@GLOBAL.wsrep_on")
+                if not int(c.fetchone()[0]):
+                    return True
                 c.execute("SHOW STATUS LIKE 'wsrep_ready'")
                 row = c.fetchone()
             return row is None or row[1] in (b"ON", "ON")
