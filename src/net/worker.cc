@@ -646,6 +646,7 @@ void Worker::end_batch(bool force) {
         batch_open_ = true;
         open_since_ms_ = now_ms_;
       }
+      store.end_statements();  // the next loop's requests read a fresh snapshot
       return;
     }
   }

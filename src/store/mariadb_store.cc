@@ -74,6 +74,15 @@ THD *Mariadb_store::new_thd(const char *thread_name) {
      avoid; bound it so that a conflicting LOCK TABLES costs a request an error, not the worker
      its liveness. Metadata and row locks are only tried, never waited for. */
   thd->variables.lock_wait_timeout = 2;
+  /* Each request is a statement of its own, like an autocommit one: its reads see what was
+     committed when it ran. A batch is one transaction of many clients' requests, and may stay open
+     into the worker's next loop (commit overlap): at REPEATABLE READ its first read's snapshot
+     would serve requests that arrived later, missing writes acknowledged meanwhile. So batches run
+     at READ COMMITTED at most (end_statements() ends a loop's statements); a lower server level
+     is kept. Per statement the difference is REPEATABLE READ's gap locks, which no single request
+     needs. */
+  if (thd->variables.tx_isolation > ISO_READ_COMMITTED) thd->variables.tx_isolation = ISO_READ_COMMITTED;
+  thd->tx_isolation = enum_tx_isolation(thd->variables.tx_isolation);
   lex_start(thd);
   set_no_wait_row_locks(thd);
   return thd;
@@ -399,17 +408,26 @@ Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
     in_batch_ = true;
     batch_wrote_ = false;
     batch_lost_writes_ = false;
+    batch_other_engines_ = false;
+    batch_isolation_set_ = false;
+  }
+  {
+    /* Only InnoDB batches are handed to the commit thread (Aria and MyISAM keep per-handler
+       transaction state their commit walks); remembered for the whole batch, whose statements
+       may end before it does (end_statements). */
+    handlerton *ht = s.table->file->partition_ht();
+    if (!ht || ht->db_type != DB_TYPE_INNODB) batch_other_engines_ = true;
   }
   s.table->in_use = thd_;  // lent to the batch's THD (handlers ask it for their transaction)
-  if (!isolation_set_[cur_] && locked_slots_.empty() && !s.table->part_info &&
-      s.table->file->ht->db_type == DB_TYPE_INNODB) {
-    /* InnoDB takes a session's transaction isolation level in store_lock(), which SQL calls for
-       every statement and the slot called once, for owner_: so once for each batch THD (the trx
-       keeps it; a session's level is fixed at its creation, from the global one). InnoDB uses no
-       THR_LOCK: it stores nothing into the array. */
+  if (!batch_isolation_set_ && locked_slots_.empty() && s.table->file->partition_ht() &&
+      s.table->file->partition_ht()->db_type == DB_TYPE_INNODB) {
+    /* InnoDB takes the session's transaction isolation level in store_lock(), which SQL calls for
+       every statement (the slot called it once, for owner_), and forgets it when a transaction
+       commits: so once per batch, before its first InnoDB table is locked. InnoDB uses no
+       THR_LOCK: it (and the partition handler over it) stores nothing into the array. */
     THR_LOCK_DATA *scratch[2];
     s.table->file->store_lock(thd_, scratch, s.for_write ? TL_WRITE : TL_READ);
-    isolation_set_[cur_] = true;
+    batch_isolation_set_ = true;
   }
   for (THR_LOCK_DATA **p = s.lock->locks, **e = s.lock->locks + s.lock->lock_count; p < e; ++p)
     (*p)->type = (*p)->org_type;
@@ -492,25 +510,16 @@ bool Mariadb_store::commit_thd(THD *thd, bool wrote, MDL_ticket *const backup_lo
 }
 
 bool Mariadb_store::can_hand_off() const {
-  if (!committer_ || !batch_wrote_ || in_flight_) return false;
+  if (!committer_ || !batch_wrote_ || in_flight_ || batch_other_engines_) return false;
   /* A Galera commit waits for the cluster's commit order, which may wait for an applier, which
      may need row locks of the worker's next open batch - which would wait for this commit: the
      worker commits a replicated batch itself (the applier aborts a batch in its way). */
   if (galera_replicating(thd_)) return false;
-  for (uint32_t n : locked_slots_) {
-    const Table_slot &s = slots_[n];
-    if (!s.table) return false;
-    handlerton *ht = s.table->file->partition_ht();
-    if (!ht || ht->db_type != DB_TYPE_INNODB) return false;
-  }
   return true;
 }
 
-bool Mariadb_store::end_batch() {
-  if (!in_batch_) return false;
+void Mariadb_store::unlock_batch_tables() {
   trans_commit_stmt(thd_);
-  /* Decided before the tables are unlocked (their list goes with it). */
-  const bool hand_off = can_hand_off() && !batch_lost_writes_;
   for (uint32_t n : locked_slots_) {
     Table_slot &s = slots_[n];
     if (!s.locked) continue;
@@ -521,6 +530,18 @@ bool Mariadb_store::end_batch() {
     s.reading = false;
   }
   locked_slots_.clear();
+}
+
+void Mariadb_store::end_statements() {
+  /* As SQL ends a statement inside a transaction. At READ COMMITTED (see new_thd) InnoDB closes
+     the transaction's read view when its last table is unlocked; the next read opens a new one. */
+  if (in_batch_) unlock_batch_tables();
+}
+
+bool Mariadb_store::end_batch() {
+  if (!in_batch_) return false;
+  const bool hand_off = can_hand_off() && !batch_lost_writes_;
+  unlock_batch_tables();
   in_batch_ = false;
   rows_examined_ = 0;
   MDL_ticket *const backup_locks[2] = {backup_locks_[0].ticket, backup_locks_[1].ticket};

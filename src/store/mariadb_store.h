@@ -116,6 +116,8 @@ class Mariadb_store final : public Store {
   Store_status kv_write(Open_index &idx, const Kv_layout &layout, const Kv_request &req,
                         Kv_result *result) override;
   bool end_batch() override;
+  void end_statements() override;
+  void unlock_batch_tables();
   bool batch_lost_writes() const override { return batch_lost_writes_; }
   bool in_batch() const override { return in_batch_; }
   bool batch_wrote() const override { return in_batch_ && batch_wrote_; }
@@ -307,7 +309,7 @@ class Mariadb_store final : public Store {
   THD *thd_ = nullptr;
   THD *batch_thds_[2] = {nullptr, nullptr};
   unsigned cur_ = 0;
-  bool isolation_set_[2] = {false, false};  // store_lock() ran once for the batch THD
+  bool batch_isolation_set_ = false;  // store_lock() gave this batch's trx the session's isolation
   void *worker_stack_ = nullptr;
   std::string batch_info_;     // the batch THDs' PROCESSLIST state
   bool commit_overlap_ = true;
@@ -327,6 +329,7 @@ class Mariadb_store final : public Store {
   bool in_batch_ = false;
   bool batch_wrote_ = false;
   bool batch_lost_writes_ = false;
+  bool batch_other_engines_ = false;  // a table of another engine than InnoDB took part
   /* While the batch writes: MDL_BACKUP_TRANS_DML [0] (online-backup engines), MDL_BACKUP_DML [1]
      (the others); FTWRL and BACKUP STAGE wait for them. Released after the commit. */
   MDL_request backup_locks_[2];

@@ -24,6 +24,7 @@ import time
 import pytest
 
 import ts_harness as h
+from ts_mc import McConn
 
 pytestmark = pytest.mark.tablesocket_only("tablesocket's commit thread")
 
@@ -282,23 +283,84 @@ def test_backup_stages_hold_up_writes_as_they_hold_up_sql(srv):
         bk.close()
 
 
-def test_batches_run_at_the_servers_transaction_isolation(request):
-    """Both batch sessions' InnoDB transactions take the server's transaction_isolation, as an SQL
-    session's do (seen in INNODB_TRX while BLOCK_COMMIT holds their commits)."""
-    with h.private_server(request, "overlap-rc", ["--tablesocket-threads=1",
-                                                  "--transaction-isolation=READ-COMMITTED"]) as s:
-        t = _table(s, "ov_rc")
+@pytest.mark.parametrize("server_level,batch_level", [
+    ("READ-COMMITTED", "READ COMMITTED"),
+    ("READ-UNCOMMITTED", "READ UNCOMMITTED"),
+    ("REPEATABLE-READ", "READ COMMITTED"),
+    ("SERIALIZABLE", "READ COMMITTED"),
+])
+def test_every_batch_runs_at_read_committed_or_the_servers_lower_level(request, server_level, batch_level):
+    """A batch's requests are statements of their own: its InnoDB transaction runs at READ
+    COMMITTED (each loop's reads take a fresh snapshot), or at the server's transaction_isolation
+    where that is lower. Every batch, not just the first on each batch session (InnoDB forgets the
+    level at each commit). Seen in INNODB_TRX while BLOCK_COMMIT holds the commits."""
+    with h.private_server(request, "overlap-iso", ["--tablesocket-threads=1",
+                                                   f"--transaction-isolation={server_level}"]) as s:
+        t = _table(s, "ov_iso")
         w = h.hs_open(s.hs_port_wr, t, "k,v")
         try:
-            for k in (8001, 8002):  # two batches: one on each batch session
+            for k in (8001, 8002, 8003, 8004, 8005):  # batches on both batch sessions, twice and more
                 with _CommitsHeld(s):
                     w.send(f"1\t+\t2\t{k}\tx\n")
                     time.sleep(0.3)
                     levels = s.sql("SELECT trx_isolation_level FROM information_schema.INNODB_TRX", db=None)
-                    assert levels == [("READ COMMITTED",)], (k, levels)
+                    assert levels == [(batch_level,)], (k, levels)
                 assert w.recv_line(timeout=3.0) == b"0\t1\n"
         finally:
             w.close()
+
+
+def _read_after_ack(port: int, pairs: int, rounds: int, kind: str) -> tuple[int, list[str]]:
+    """`pairs` clients, each with two connections (A writes, B reads): a value acknowledged on A
+    must be what B reads next (B usually lands on the other worker)."""
+    stale, examples = [0], []
+    lock = threading.Lock()
+
+    def client(g: int) -> None:
+        if kind == "mc":
+            a, b = McConn(port), McConn(port)
+        else:
+            a, b = h.hs_open(port, "ov_raw", "k,v"), h.hs_open(port, "ov_raw", "k,v")
+        try:
+            for i in range(rounds):
+                v = f"v{i}"
+                if kind == "mc":
+                    a.request(f"set raw{g} 0 0 {len(v)}\r\n{v}\r\n", b"STORED\r\n")
+                    got = b.get(f"raw{g}")
+                    ok = got == f"VALUE raw{g} 0 {len(v)}\r\n{v}\r\nEND\r\n".encode()
+                else:
+                    assert a.request(f"1\t=\t1\t{g}\t1\t0\tU\t{g}\t{v}\n") == b"0\t1\t1\n"
+                    got = b.request(f"1\t=\t1\t{g}\n")
+                    ok = got == f"0\t2\t{g}\t{v}\n".encode()
+                if not ok:
+                    with lock:
+                        stale[0] += 1
+                        if len(examples) < 3:
+                            examples.append(f"acknowledged {v}, read {got!r}")
+        finally:
+            a.close()
+            b.close()
+
+    threads = [threading.Thread(target=client, args=(g,)) for g in range(1, pairs + 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return stale[0], examples
+
+
+@pytest.mark.parametrize("kind", ["mc", "hs"])
+def test_a_write_acknowledged_on_one_connection_is_read_on_another(request, kind):
+    """Two workers with commit overlap, commits that fsync: a batch that stays open into the
+    worker's next loop (the previous commit still running) must not serve that loop's reads from
+    its first snapshot. Before, B read the previous value a few times per thousand."""
+    with h.private_server(request, "overlap-raw", ["--tablesocket-threads=2",
+                                                   "--innodb-flush-log-at-trx-commit=1"]) as s:
+        s.exec_sql("CREATE TABLE ov_raw (k int primary key, v varchar(32)) ENGINE=InnoDB")
+        s.exec_sql("INSERT INTO ov_raw SELECT seq, 'v' FROM seq_1_to_8")
+        port = s.mc_port if kind == "mc" else s.hs_port_wr
+        stale, examples = _read_after_ack(port, pairs=8, rounds=2500, kind=kind)
+        assert stale == 0, examples
 
 
 def test_a_batch_that_wrote_waits_open_for_the_previous_commit(request):
