@@ -83,6 +83,11 @@ THD *Mariadb_store::new_thd(const char *thread_name) {
      needs. */
   if (thd->variables.tx_isolation > ISO_READ_COMMITTED) thd->variables.tx_isolation = ISO_READ_COMMITTED;
   thd->tx_isolation = enum_tx_isolation(thd->variables.tx_isolation);
+  /* The server's default access mode (transaction_read_only) is followed by begin_write(), which
+     refuses writes while it is ON; the sessions themselves stay read-write (InnoDB must never see
+     a write in a read-only transaction). */
+  thd->variables.tx_read_only = false;
+  thd->tx_read_only = false;
   lex_start(thd);
   set_no_wait_row_locks(thd);
   return thd;

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 import ts_harness as h
+from ts_mc import McConn
 
 pytestmark = pytest.mark.tablesocket_only("tablesocket's limits and lifecycle")
 
@@ -607,3 +608,42 @@ def test_buffers_of_all_connections_together_are_bounded_by_max_buffer_memory(re
         assert big.request(f"1\t=\t1\t{key}\n", timeout=10) == b"0\t2\n"
         big.close()
         small.close()
+
+
+@pytest.mark.parametrize("how", ["sessions-created-read-only", "set-later"])
+def test_transaction_read_only_refuses_writes_and_does_not_crash(request, how):
+    """The server's default transaction access mode READ ONLY (--transaction-read-only, or SET
+    GLOBAL tx_read_only before the plugin creates its sessions: here by INSTALL SONAME) made every
+    write kill mariadbd (InnoDB wrote in a read-only transaction). Writes are refused, as a new SQL
+    session's are, for as long as it is ON, whenever it was set."""
+    with h.private_server(request, f"tx-ro-{how}") as s:
+        conn = h.sql_conn(s)
+        try:
+            with conn.cursor() as c:
+                c.execute("SET SESSION tx_read_only = 0")
+                c.execute("CREATE TABLE txro (id int primary key, v int) ENGINE=InnoDB")
+                c.execute("INSERT INTO txro VALUES (1, 1)")
+                c.execute("SET GLOBAL tx_read_only = 1")
+                if how == "sessions-created-read-only":
+                    c.execute("UNINSTALL SONAME 'tablesocket'")
+                    c.execute("INSTALL SONAME 'tablesocket'")
+        finally:
+            conn.close()
+        from tsserver import port_accepts
+        deadline = time.monotonic() + 10
+        while not port_accepts(s.hs_port_wr) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with h.hs_open(s.hs_port_wr, "txro", "id,v") as w:
+            assert w.request("1\t+\t2\t2\t2\n") == b"1\t1\tread_only\n"
+            assert w.request("1\t=\t1\t1\t1\t0\tD\n") == b"1\t1\tread_only\n"
+            assert w.request("1\t=\t1\t1\n") == b"0\t2\t1\t1\n"  # reads are served
+        c = McConn(s.mc_port)
+        try:
+            c.request("set k 0 0 1\r\nx\r\n", b"SERVER_ERROR server is read-only\r\n")
+        finally:
+            c.close()
+        s.exec_sql("SET GLOBAL tx_read_only = 0", db=None)
+        with h.hs_open(s.hs_port_wr, "txro", "id,v") as w:
+            assert w.request("1\t+\t2\t2\t2\n") == b"0\t1\n"
+        assert s.running()
+        assert s.sql("SELECT id, v FROM txro ORDER BY id") == [("1", "1"), ("2", "2")]
