@@ -90,6 +90,7 @@ THD *Mariadb_store::new_thd(const char *thread_name) {
   thd->tx_read_only = false;
   lex_start(thd);
   set_no_wait_row_locks(thd);
+  warn_rollback_on_timeout(thd);
   return thd;
 }
 
@@ -131,6 +132,23 @@ bool Mariadb_store::attach(const char *thread_name, const char *charset) {
 void Mariadb_store::attach_thd(THD *thd) {
   thd->thread_stack = static_cast<char *>(worker_stack_);
   thd->store_globals();
+}
+
+void Mariadb_store::warn_rollback_on_timeout(THD *thd) {
+  /* With innodb_rollback_on_timeout a lock wait timeout rolls back the whole transaction, not the
+     statement: a write that meets a locked row (tried without waiting, see below) would take the
+     other writes of its batch with it, whose clients are then disconnected unanswered. */
+  static const char name[] = "innodb_rollback_on_timeout";
+  static std::atomic<bool> warned{false};
+  sys_var *var = find_sys_var(thd, name, sizeof name - 1, true);
+  if (!var) return;  // InnoDB not loaded: a my_bool otherwise
+  static const LEX_CSTRING no_base = {nullptr, 0};
+  const uchar *v = var->value_ptr(thd, OPT_GLOBAL, &no_base);
+  if (v && *reinterpret_cast<const my_bool *>(v) && !warned.exchange(true))
+    sql_print_warning("tablesocket: innodb_rollback_on_timeout is ON: a write that meets a row "
+                      "locked by another transaction rolls back its whole batch, and the other "
+                      "clients that wrote in that batch are disconnected unanswered. Run with "
+                      "innodb_rollback_on_timeout=OFF (the default) for per-request failures.");
 }
 
 void Mariadb_store::set_no_wait_row_locks(THD *thd) {

@@ -178,6 +178,7 @@ class Mariadb_store final : public Store {
   static uint8_t privileges_for(enum_sql_command command, const Modify_request *mod, const Kv_request *kv,
                                 bool upsert);
  private:
+  static void warn_rollback_on_timeout(THD *thd);
   static void set_no_wait_row_locks(THD *thd);
   void clear_diagnostics() { clear_diagnostics(thd_); }
   static void clear_diagnostics(THD *thd);

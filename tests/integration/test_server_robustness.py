@@ -647,3 +647,14 @@ def test_transaction_read_only_refuses_writes_and_does_not_crash(request, how):
             assert w.request("1\t+\t2\t2\t2\n") == b"0\t1\n"
         assert s.running()
         assert s.sql("SELECT id, v FROM txro ORDER BY id") == [("1", "1"), ("2", "2")]
+
+
+def test_innodb_rollback_on_timeout_is_warned_about_once(request):
+    """With innodb_rollback_on_timeout a write that meets a locked row rolls back its whole batch
+    (InnoDB rolls back the transaction, not the statement): the log says so, once."""
+    with h.private_server(request, "rollback-on-timeout", ["--innodb-rollback-on-timeout=1",
+                                                           "--tablesocket-threads=2"]) as s:
+        text = Path(s.log_path).read_text(errors="replace")
+        assert text.count("tablesocket: innodb_rollback_on_timeout is ON") == 1, text[-2000:]
+    with h.private_server(request, "rollback-on-timeout-off") as s:
+        assert "innodb_rollback_on_timeout is ON" not in Path(s.log_path).read_text(errors="replace")
