@@ -246,6 +246,18 @@ bool Mariadb_store::end_write(Table_slot &s, bool ok) {
 }
 
 Store_status Mariadb_store::store_value(Field *f, const Datum &v) {
+  if (f->vcol_info || f->vers_sys_field()) {
+    /* A generated column (or a system-versioning period column) is computed, never given: SQL
+       warns that the value is ignored, which strict mode makes an error. */
+    push_warning_printf(thd_, Sql_condition::WARN_LEVEL_WARN, ER_WARNING_NON_DEFAULT_VALUE_FOR_GENERATED_COLUMN,
+                        ER_THD(thd_, ER_WARNING_NON_DEFAULT_VALUE_FOR_GENERATED_COLUMN), f->field_name.str,
+                        f->table->s->table_name.str);
+    if (thd_->is_error()) {
+      last_error_ = thd_->get_stmt_da()->message();
+      return bad_value_status();
+    }
+    return {};
+  }
   if (v.is_null()) {
     if (f->real_maybe_null())
       f->set_null();

@@ -148,6 +148,26 @@ class TestDefaultsAndGeneratedColumns:
         assert c.request("1\t=\t1\t2\t1\t0\tU\t2\t0\n") == b"1\t1\tDivision by 0\n"
         assert server.sql(f"SELECT id, a, b FROM test.{t}") == [("2", "5", "20")]
 
+    def test_a_value_for_a_generated_column_is_refused_in_strict_mode_as_sql_refuses_it(self, server, hs, make_table):
+        # Before, the value was dropped silently and the write answered as done.
+        t = make_table("id int primary key, a int, v int as (a * 2) virtual, p int as (a * 3) persistent")
+        c = hs(wr=True)
+        opened(c, t, "id,a,v,p")
+        msg = f"The value specified for generated column 'v' in table '{t}' has been ignored".encode()
+        assert c.request("1\t+\t4\t1\t5\t0\t0\n") == b"1\t1\t" + msg + b"\n"
+        assert c.request("1\t+\t2\t2\t7\n") == b"0\t1\n"        # the generated columns not given
+        assert c.request("1\t=\t1\t2\t1\t0\tU\t2\t8\t1\t1\n") == b"1\t1\t" + msg + b"\n"
+        assert c.request("1\t=\t1\t2\n") == b"0\t4\t2\t7\t14\t21\n"
+        with pytest.raises(Exception, match="1906"):
+            server.exec_sql(f"INSERT INTO test.{t} (id, a, v) VALUES (3, 1, 1)")
+        # Without strict mode SQL ignores it with a warning; so does tablesocket.
+        server.exec_sql("SET GLOBAL sql_mode = ''", db=None)
+        try:
+            assert c.request("1\t+\t4\t3\t5\t0\t0\n") == b"0\t1\n"
+        finally:
+            server.exec_sql("SET GLOBAL sql_mode = DEFAULT", db=None)
+        assert server.sql(f"SELECT id, a, v, p FROM test.{t} ORDER BY id") == [("2", "7", "14", "21"), ("3", "5", "10", "15")]
+
 
 class TestSessionDefaults:
     def test_current_user_and_database_defaults_are_the_connections(self, server, hs, make_table):
