@@ -88,6 +88,9 @@ THD *Mariadb_store::new_thd(const char *thread_name) {
      a write in a read-only transaction). */
   thd->variables.tx_read_only = false;
   thd->tx_read_only = false;
+  /* Writes are logged as row events whatever the server's binlog_format (begin_write); the session
+     says so too, which InnoDB checks before it writes at READ COMMITTED. */
+  thd->variables.binlog_format = BINLOG_FORMAT_ROW;
   lex_start(thd);
   set_no_wait_row_locks(thd);
   warn_rollback_on_timeout(thd);
@@ -760,6 +763,10 @@ Store_status Mariadb_store::resolve(Table_slot &s, Open_index &idx) {
   };
   if (!lookup(idx.column_names_, idx.columns_) || !lookup(idx.filter_names_, idx.filter_columns_))
     return Store_status::of(Store_errc::column_not_found);
+  if (idx.unique_on_first_column_ &&
+      (!(fk.flags & HA_NOSAME) || fk.user_defined_key_parts != 1 || idx.columns_.empty() ||
+       fk.key_part[0].fieldnr != idx.columns_[0] + 1u))
+    return Store_status::of(Store_errc::bad_container_index);
   idx.index_no_ = found;
   idx.key_parts_ = t->key_info[found].user_defined_key_parts;
   idx.generation_ = s.generation;
@@ -800,6 +807,7 @@ Store_status Mariadb_store::open_index(const Index_spec &spec, Open_index &out) 
   idx.slot_ = slot_no;
   ++s.refs;
   idx.for_write_ = spec.for_write;
+  idx.unique_on_first_column_ = spec.unique_on_first_column;
   idx.principal_ = spec.principal;
   idx.index_name_.assign(spec.index);
   if (!split_names(spec.columns, idx.column_names_) || !split_names(spec.filter_columns, idx.filter_names_))
