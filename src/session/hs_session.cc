@@ -74,7 +74,8 @@ Hs_session::Exec Hs_session::reply_error(const Store_status &st, Byte_buffer &ou
     case Store_errc::table_open_failed: code = 1; msg = "open_table"; break;
     case Store_errc::lock_wait_timeout: code = 1; msg = "lock_wait_timeout"; break;
     case Store_errc::index_not_found: msg = "idxnum"; break;
-    case Store_errc::index_unusable: msg = "idxtype"; break;
+    case Store_errc::index_unusable:
+    case Store_errc::bad_container_index: msg = "idxtype"; break;
     case Store_errc::column_not_found: msg = "fld"; break;
     case Store_errc::too_many_key_parts: msg = "kpnum"; break;
     case Store_errc::bad_in_column: msg = "invalueskp"; break;

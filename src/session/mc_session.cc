@@ -144,6 +144,7 @@ Mc_session::Open_container *Mc_session::open_container(const Mc_container &c, St
   spec.columns = c.columns;
   spec.filter_columns = c.key_column;  // range gets stop with a filter on the key
   spec.for_write = true;
+  spec.unique_on_first_column = true;
   spec.principal = principal_;
   *st = store_.open_index(spec, oc.idx);
   if (!st->ok()) return nullptr;
@@ -402,6 +403,9 @@ Mc_session::Exec Mc_session::server_error(const Store_status &st, Byte_buffer &o
             "serve none, hash indexes whole keys only)";
       break;
     case Store_errc::column_not_found: msg = "container column not found"; break;
+    case Store_errc::bad_container_index:
+      msg = "the container's index (unique_idx_name_on_key) must be a UNIQUE index on exactly its key column";
+      break;
     case Store_errc::table_busy:
     case Store_errc::row_locked: msg = "lock wait timeout"; break;
     case Store_errc::server_read_only: msg = "server is read-only"; break;

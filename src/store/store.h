@@ -42,6 +42,7 @@ enum class Store_errc : uint8_t {
   commit_failed,          // the batch's commit failed: see message
   access_denied,          // the connection's account lacks a privilege, or a login failed: see message
   index_unusable,         // FULLTEXT, SPATIAL or hash-based (long UNIQUE) index: cannot serve key lookups
+  bad_container_index,    // a memcached container's index is not UNIQUE on exactly its key column
   not_replicated,         // a write the server's replication would not carry (Galera): see message
 };
 
@@ -92,6 +93,9 @@ struct Index_spec {
   std::string_view db, table, index;          // index: name, "PRIMARY", "" (= PRIMARY) or a number
   std::string_view columns, filter_columns;   // comma-separated lists
   bool for_write = false;
+  /* memcached containers: the index must be UNIQUE with the first column as its only key part
+     (a key names at most one row), or the open fails with bad_container_index. */
+  bool unique_on_first_column = false;
   Principal *principal = nullptr;  // null: no privilege checks (no account, legacy behaviour)
 };
 
@@ -118,6 +122,7 @@ class Open_index {
   uint32_t slot_ = 0;
   uint64_t generation_ = 0;        // slot generation the numbers below were resolved against
   bool for_write_ = false;
+  bool unique_on_first_column_ = false;
   std::string index_name_;         // as resolved ("PRIMARY" for the primary key)
   uint32_t index_no_ = 0;
   uint32_t key_parts_ = 0;
@@ -278,6 +283,7 @@ inline Open_index &Open_index::operator=(Open_index &&o) noexcept {
   if (this != &o) {
     reset();
     store_ = o.store_; slot_ = o.slot_; generation_ = o.generation_; for_write_ = o.for_write_;
+    unique_on_first_column_ = o.unique_on_first_column_;
     index_name_ = std::move(o.index_name_); index_no_ = o.index_no_; key_parts_ = o.key_parts_;
     column_names_ = std::move(o.column_names_); filter_names_ = std::move(o.filter_names_);
     columns_ = std::move(o.columns_); filter_columns_ = std::move(o.filter_columns_);

@@ -1199,6 +1199,35 @@ def test_a_key_column_indexed_by_a_prefix_finds_only_its_own_key(ts, tsmc, make_
 
 
 @TS_ONLY
+@pytest.mark.parametrize("index", ["kk", "PRIMARY", "kv2"])
+def test_a_container_whose_index_is_not_unique_on_its_key_column_is_refused(ts, tsmc, make_table, containers,
+                                                                              index):
+    # kk: not UNIQUE (a key could name two rows: delete said DELETED and get still found one);
+    # PRIMARY: on another column (get missed rows that exist); kv2: UNIQUE on (k, v), not k alone.
+    t = make_table("id INT AUTO_INCREMENT PRIMARY KEY, k VARBINARY(20), v VARBINARY(20), "
+                   "KEY kk(k), UNIQUE KEY kv2(k, v)")
+    ts.exec_sql(f"INSERT INTO test.{t} (k, v) VALUES ('a', 'first'), ('a', 'second'), ('b', 'bee')")
+    name = containers(f"bad_{uuid.uuid4().hex[:8]}", t, "k", "v", index=index)
+    c = tsmc()
+    want = (b"SERVER_ERROR the container's index (unique_idx_name_on_key) must be a UNIQUE index on "
+            b"exactly its key column\r\n")
+    deadline = time.monotonic() + 4
+    while True:  # selecting the container opens it: refused once the configuration is seen
+        c.send(f"get @@{name}\r\n")
+        got = c.recv_until()
+        if got == want or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert got == want
+    p = f"@@{name}."  # the container named in the key
+    for cmd in (f"get {p}a\r\n", f"get {p}3\r\n", f"delete {p}a\r\n", f"add {p}a 0 0 1\r\nz\r\n",
+                f"set {p}b 0 0 1\r\nz\r\n", f"mg {p}a v\r\n"):
+        c.request(cmd, want)
+    assert ts.sql(f"SELECT id, k, v FROM test.{t} ORDER BY id") == [
+        ("1", "a", "first"), ("2", "a", "second"), ("3", "b", "bee")]
+
+
+@TS_ONLY
 def test_a_memory_table_container_serves_keys_but_refuses_ranges(ts, tsmc, make_table, containers):
     t = make_table("k VARCHAR(50) PRIMARY KEY")
     ts.exec_sql(f"DROP TABLE test.{t}")
