@@ -244,6 +244,9 @@ class Mariadb_store final : public Store {
   Store_status store_value(Field *f, const Datum &v);
   Store_status failed_write(Table_slot &s, int handler_error);
   Store_status commit_failed();
+  enum class Arith { stored, sign_flip, failed };
+  Arith add_to_field(Field *f, const Datum &v, bool subtract);
+  Store_status lock_failed();
   /* Galera (mariadb_store_galera.cc): a batch that writes is a wsrep transaction of its THD. */
   Store_status galera_check_ready();
   Store_status galera_begin_write();

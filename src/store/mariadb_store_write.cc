@@ -9,6 +9,8 @@
    DEFAULT CURRENT_TIMESTAMP and ON UPDATE CURRENT_TIMESTAMP. */
 #include "store/mariadb_store.h"
 
+#include "common/delta.h"
+
 #include "sql_insert.h"   // vers_insert_history_row()
 #include "sql_trigger.h"  // Table_triggers_list
 
@@ -20,14 +22,6 @@
 namespace tablesocket {
 namespace {
 
-long long parse_ll(const Datum &v) {
-  /* HandlerSocket's increment operand: a decimal integer; garbage reads as 0 like atoll. */
-  char buf[32];
-  size_t n = v.len < sizeof buf - 1 ? v.len : sizeof buf - 1;
-  memcpy(buf, v.ptr, n);
-  buf[n] = 0;
-  return strtoll(buf, nullptr, 10);
-}
 
 }  // namespace
 
@@ -133,10 +127,7 @@ Store_status Mariadb_store::begin_write(Table_slot &s, const Open_index &idx) {
   if (!backup_locks_[kind].ticket) {
     MDL_REQUEST_INIT(&backup_locks_[kind], MDL_key::BACKUP, "", "", kind ? MDL_BACKUP_DML : MDL_BACKUP_TRANS_DML,
                      MDL_EXPLICIT);
-    if (thd_->mdl_context.try_acquire_lock(&backup_locks_[kind])) {
-      clear_diagnostics();
-      return Store_status::of(Store_errc::lock_failed);
-    }
+    if (thd_->mdl_context.try_acquire_lock(&backup_locks_[kind])) return lock_failed();
     if (!backup_locks_[kind].ticket) return Store_status::of(Store_errc::table_busy);
   }
   thd_->set_query_id(next_query_id());
@@ -258,7 +249,8 @@ Store_status Mariadb_store::store_value(Field *f, const Datum &v) {
     }
     return {};
   }
-  if (v.is_null()) {
+  /* sql_mode EMPTY_STRING_IS_NULL: SQL reads the literal '' as NULL. */
+  if (v.is_null() || (v.len == 0 && (thd_->variables.sql_mode & MODE_EMPTY_STRING_IS_NULL))) {
     if (f->real_maybe_null())
       f->set_null();
     else if (set_field_to_null_with_conversions(f, false) && !thd_->is_error())
@@ -447,6 +439,94 @@ bool Mariadb_store::halloween_risk(TABLE *t, const Open_index &idx, const Modify
   return false;
 }
 
+Mariadb_store::Arith Mariadb_store::add_to_field(Field *f, const Datum &v, bool subtract) {
+  /* As SQL computes `col = col + '<delta>'` (or `-`): integer columns with an integer operand in
+     exact 64-bit arithmetic, a result outside BIGINT (UNSIGNED for an unsigned column) being an
+     error as in SQL, and one outside the column's own range refused in strict mode (clipped
+     otherwise) by the store; DECIMAL columns in decimal arithmetic; anything else (FLOAT, DOUBLE,
+     an operand with a fraction or an exponent) in double precision. An operand that is not a
+     number is SQL's "Truncated incorrect DOUBLE value" (an error in strict mode; otherwise its
+     leading number, 0 if none). */
+  const Delta d = parse_delta(v.ptr, v.len);
+  auto fail_if_error = [&]() {
+    if (!thd_->is_error()) return false;
+    last_error_ = thd_->get_stmt_da()->message();
+    return true;
+  };
+  if (d.kind == Delta::garbage) {
+    ErrConvString bad(v.ptr, v.len, &my_charset_bin);
+    push_warning_printf(thd_, Sql_condition::WARN_LEVEL_WARN, ER_TRUNCATED_WRONG_VALUE,
+                        ER_THD(thd_, ER_TRUNCATED_WRONG_VALUE), "DOUBLE", bad.ptr());
+    if (fail_if_error()) return Arith::failed;
+  }
+  const bool negative_operand = d.negative != subtract;  // the sign of what is added
+  const Item_result type = f->cmp_type();
+  /* The operand's SQL type: an integer literal, a DECIMAL one (a fraction, or too long for 64
+     bits), a DOUBLE (an exponent, or a string). The result's: INT for two integers, DECIMAL for
+     integers and decimals, DOUBLE with any double. */
+  const bool exact = d.kind == Delta::integer ||
+                     (d.kind == Delta::number && d.text.find_first_of("eE") == std::string::npos);
+  f->set_has_explicit_value();
+  if (type == INT_RESULT && d.kind == Delta::integer) {
+    const bool is_unsigned = (f->flags & UNSIGNED_FLAG) != 0;
+    const longlong raw = f->val_int();
+    const __int128 cur = is_unsigned ? __int128(ulonglong(raw)) : __int128(raw);
+    const __int128 op = __int128(d.magnitude);
+    const __int128 res = negative_operand ? cur - op : cur + op;
+    if (subtract && ((cur < 0 && res > 0) || (cur > 0 && res < 0))) return Arith::sign_flip;
+    const bool fits = is_unsigned ? (res >= 0 && res <= __int128(UINT64_MAX))
+                                  : (res >= __int128(INT64_MIN) && res <= __int128(INT64_MAX));
+    if (!fits) {  // as SQL: an error in any sql_mode (an unsigned column below 0 too)
+      char what[256];
+      snprintf(what, sizeof what, "`%s` %c %s%llu", f->field_name.str, subtract ? '-' : '+',
+               d.negative ? "-" : "", (unsigned long long)d.magnitude);
+      my_error(ER_DATA_OUT_OF_RANGE, MYF(0), is_unsigned ? "BIGINT UNSIGNED" : "BIGINT", what);
+      fail_if_error();
+      return Arith::failed;
+    }
+    /* Within BIGINT: the store refuses (strict) or clips a value outside a smaller column. */
+    if (is_unsigned) f->store(longlong(ulonglong(res)), true);
+    else f->store(longlong(res), false);
+    return fail_if_error() ? Arith::failed : Arith::stored;
+  }
+  if ((type == INT_RESULT || type == DECIMAL_RESULT) && exact) {
+    my_decimal cur, op, res;
+    f->val_decimal(&cur);
+    if (d.kind == Delta::integer) {
+      int2my_decimal(E_DEC_FATAL_ERROR, longlong(d.magnitude), true, &op);
+    } else {
+      str2my_decimal(E_DEC_FATAL_ERROR, d.text.data(), d.text.size(), &my_charset_latin1, &op);
+      op.sign(false);
+    }
+    if (negative_operand) my_decimal_sub(E_DEC_FATAL_ERROR, &res, &cur, &op);
+    else my_decimal_add(E_DEC_FATAL_ERROR, &res, &cur, &op);
+    if (subtract && !my_decimal_is_zero(&cur) && !my_decimal_is_zero(&res) && cur.sign() != res.sign())
+      return Arith::sign_flip;
+    f->store_decimal(&res);
+    return fail_if_error() ? Arith::failed : Arith::stored;
+  }
+  double op;
+  if (d.kind == Delta::integer) {
+    op = double(d.magnitude);
+  } else {
+    op = d.text.empty() ? 0.0 : std::strtod(d.text.c_str(), nullptr);
+    if (op < 0) op = -op;
+  }
+  if (type == INT_RESULT || type == DECIMAL_RESULT || type == REAL_RESULT) {
+    const double cur = f->val_real();
+    const double res = negative_operand ? cur - op : cur + op;
+    if (subtract && ((cur < 0 && res > 0) || (cur > 0 && res < 0))) return Arith::sign_flip;
+    f->store(res);
+  } else {
+    /* Not a number column (a string, a date): HandlerSocket's integer arithmetic on its value. */
+    const longlong cur = f->val_int();
+    const longlong res = negative_operand ? cur - longlong(op) : cur + longlong(op);
+    if (subtract && ((cur < 0 && res > 0) || (cur > 0 && res < 0))) return Arith::sign_flip;
+    f->store(res, false);
+  }
+  return fail_if_error() ? Arith::failed : Arith::stored;
+}
+
 int Mariadb_store::modify_row(TABLE *t, const Open_index &idx, const Modify_request &mod) {
   if (mod.op == Modify_op::remove) return remove_row(t);
   store_record(t, record[1]);
@@ -462,22 +542,10 @@ int Mariadb_store::modify_row(TABLE *t, const Open_index &idx, const Modify_requ
     /* increment / decrement, HandlerSocket's rules: NULL columns and NULL operands are left alone,
        and a decrement that would flip the sign leaves the whole row unchanged. */
     if (f->is_null() || v.is_null()) continue;
-    const long long pval = f->val_int(), llv = parse_ll(v);
-    long long nval;
-    if (mod.op == Modify_op::increment) {
-      nval = pval + llv;
-    } else {
-      nval = pval - llv;
-      if ((pval < 0 && nval > 0) || (pval > 0 && nval < 0)) {
-        restore_record(t, record[1]);
-        return kRowSkipped;
-      }
-    }
-    f->store(nval, false);
-    f->set_has_explicit_value();
-    if (thd_->is_error()) {
-      last_error_ = thd_->get_stmt_da()->message();
-      return kBadValue;
+    switch (add_to_field(f, v, mod.op == Modify_op::decrement)) {
+      case Arith::stored: break;
+      case Arith::sign_flip: restore_record(t, record[1]); return kRowSkipped;
+      case Arith::failed: return kBadValue;
     }
   }
   if (!compare_record(t)) return 0;  // unchanged: counted as modified, as HandlerSocket does

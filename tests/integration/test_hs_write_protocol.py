@@ -284,6 +284,21 @@ class TestStrictConversion:
         assert w.request("1\t>=\t1\t1\t2\t0\t+\t10\n") == b"1\t1\tOut of range value for column 'n' at row 1\n"
         assert dump(server, t) == [("1", "120"), ("2", "120")]
 
+    def test_empty_string_is_null_mode_stores_empty_values_as_null(self, server, hs, make_table):
+        # sql_mode EMPTY_STRING_IS_NULL: SQL reads '' as NULL (before, '' was stored, and an empty
+        # value for an INT column was an error)
+        t = make_table("id int primary key, s varchar(10), i int, d date")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,s,i,d")
+        server.exec_sql("SET GLOBAL sql_mode = %s", (STRICT + ",EMPTY_STRING_IS_NULL",))
+        assert w.request("1\t+\t4\t1\t\t\t\n") == b"0\t1\n"
+        server.exec_sql(f"INSERT INTO {t} VALUES (2, '', '', '')")
+        assert w.request("1\t=\t1\t1\t1\t0\tU\t1\t\t\t\n") == b"0\t1\t1\n"
+        server.exec_sql("SET GLOBAL sql_mode = %s", (STRICT,))
+        assert dump(server, t) == [("1", None, None, None), ("2", None, None, None)]
+        assert w.request("1\t+\t4\t3\t\t1\t2024-01-01\n") == b"0\t1\n"
+        assert dump(server, t)[2] == ("3", "", "1", "2024-01-01")
+
     def test_sql_mode_is_read_at_every_batch(self, server, hs, make_table):
         t = make_table("id int primary key, i int")
         w = hs(wr=True)
@@ -413,12 +428,10 @@ class TestFindModify:
         assert fw.request("4\t>=\t1\t1\t3\t0\t+?\t5\n") == b"0\t1\t6\t7\t8\n"
         assert fw.request("4\t=\t1\t8\t1\t0\t-\t3\n") == b"0\t1\t1\n"
         assert fw.request("4\t=\t1\t8\t1\t0\t-?\t3\n") == b"0\t1\t5\n"
-        # A negative increment; the operand is read like atoll ("3x" is 3, "abc" is 0).
+        # A negative increment.
         assert fw.request("4\t=\t1\t7\t1\t0\t+\t-10\n") == b"0\t1\t1\n"
-        assert fw.request("4\t=\t1\t6\t1\t0\t+\t3x\n") == b"0\t1\t1\n"
-        assert fw.request("4\t=\t1\t5\t1\t0\t+\tabc\n") == b"0\t1\t1\n"
         assert dump(server, fm) == fm_rows(r1=(10, "v1", 11), r2=(20, "v2", 12), r3=(30, "v3", 13),
-                                           r6=(60, "v6", 9), r7=(70, "v7", -3), r8=(80, "v8", 2))
+                                           r7=(70, "v7", -3), r8=(80, "v8", 2))
 
     def test_increment_with_filter_and_in(self, server, fm, fw):
         assert fw.request("4\t>=\t1\t1\t10\t0\tF\t<=\t2\t3\t+\t100\n") == b"0\t1\t3\n"
@@ -445,6 +458,64 @@ class TestFindModify:
         assert dump(server, fm) == fm_rows(r1=(10, "v1", -2), r2=(20, "v2", -8), r4=(40, "v4", 1),
                                            r5=(50, "v5", 0), r6=(60, "v6", 6), r7=(70, "v7", 0),
                                            r8=(80, "v8", 1))
+
+    @pytest.mark.tablesocket_only("HS adds in signed 64 bits on the column's integer value (wrapping, "
+                                  "dropping fractions) and reads the operand like atoll")
+    @pytest.mark.parametrize("coltype,start,op,delta", [
+        ("bigint unsigned", "18446744073709551615", "+", "1"),
+        ("bigint unsigned", "18446744073709551614", "+", "1"),
+        ("bigint unsigned", "9223372036854775807", "+", "1"),
+        ("bigint unsigned", "0", "-", "1"),
+        ("bigint unsigned", "5", "+", "-3"),
+        ("bigint", "9223372036854775807", "+", "1"),
+        ("bigint", "-9223372036854775808", "+", "-1"),
+        ("bigint", "-9223372036854775807", "-", "1"),
+        ("tinyint", "100", "+", "27"),
+        ("tinyint", "100", "+", "28"),
+        ("tinyint", "5", "-", "-9223372036854775809"),
+        ("int", "5", "+", "1e2"),
+        ("int", "5", "+", "1.5"),
+        ("int", "5", "+", "12abc"),
+        ("int", "5", "+", "abc"),
+        ("int", "5", "+", " 7 "),
+        ("decimal(6,2)", "1.50", "+", "1"),
+        ("decimal(6,2)", "1.25", "+", "0"),
+        ("decimal(6,2)", "1.25", "+", "0.5"),
+        ("decimal(6,2)", "9999.50", "+", "1"),
+        ("decimal(6,2)", "1.25", "-", "0.25"),
+        ("double", "1.75", "+", "1"),
+        ("double", "1.75", "+", "0.5"),
+        ("float", "2.5", "-", "1"),
+    ])
+    def test_increment_computes_as_sql_does(self, server, hs, make_table, coltype, start, op, delta):
+        """`+`/`-` give what `UPDATE t SET n = n + <delta>` gives (<delta> as an SQL literal when it is
+        a number, as a string otherwise): the same value, or an error where SQL has one (the
+        row left unchanged). HandlerSocket's sign rule for `-` stays (tested above)."""
+        t = make_table(f"id int primary key, n {coltype}")
+        server.exec_sql(f"INSERT INTO {t} VALUES (1, {start}), (2, {start})")
+        numeric = re.fullmatch(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*", delta) is not None
+        literal = delta.strip() if numeric else "'" + delta + "'"
+        if op == "-" and literal.startswith("-"):
+            literal = f"({literal})"
+        sql_error = None
+        try:
+            server.exec_sql(f"UPDATE {t} SET n = n {op} {literal} WHERE id = 2")
+        except Exception as e:  # noqa: BLE001
+            sql_error = str(e)
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "n")
+        reply = w.request(f"1\t=\t1\t1\t1\t0\t{op}\t{delta}\n")
+        (hs_value,), (sql_value,) = server.sql(f"SELECT n FROM {t} ORDER BY id")
+        if sql_error:
+            assert reply.startswith(b"1\t1\t"), (reply, sql_error)
+            assert hs_value == start or float(hs_value) == float(start), hs_value
+        else:
+            assert reply in (b"0\t1\t1\n", b"0\t1\t0\n"), reply
+            if reply == b"0\t1\t0\n":  # HandlerSocket's sign rule: the row is left as it is
+                assert op == "-" and float(hs_value) == float(start), hs_value
+                assert (float(start) > 0) != (float(sql_value) > 0), sql_value
+            else:
+                assert hs_value == sql_value, (hs_value, sql_value)
 
     def test_increment_leaves_null_alone(self, server, fm, fw):
         server.exec_sql(f"UPDATE {fm} SET n = NULL WHERE id = 1")
