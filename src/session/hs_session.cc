@@ -313,13 +313,18 @@ Hs_session::Exec Hs_session::resolve_in_source(const hs::Exec_request &r, Find_r
   lookup.op = Find_op::eq;
   lookup.keys = r.in_keys;
   lookup.nkeys = r.nin_keys;
-  /* The IN list is bounded like one sent on the wire would be. */
-  lookup.limit = r.in_limit < cfg_.max_tokens ? r.in_limit : cfg_.max_tokens;
+  /* The IN list is bounded like one sent on the wire would be: one row more than that is looked
+     for, to refuse a source that holds more rather than cut it short silently. */
+  lookup.limit = r.in_limit <= cfg_.max_tokens ? r.in_limit : cfg_.max_tokens + 1;
   in_bytes_.clear();
   std::vector<std::pair<size_t, size_t>> spans;
   First_column_sink sink(in_bytes_, spans, cfg_.max_request_size);
   Store_status st = store_.find(src->second, lookup, sink);
   if (!st.ok()) return reply_error(st, out);
+  if (spans.size() > cfg_.max_tokens) {
+    reply_client_error(out, 1, "insource_too_many");  // more groups than tablesocket_max_tokens
+    return Exec::done;
+  }
   *answered = false;
   in_values_.clear();
   for (auto &sp : spans) {

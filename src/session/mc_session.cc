@@ -409,6 +409,9 @@ Mc_session::Exec Mc_session::server_error(const Store_status &st, Byte_buffer &o
     case Store_errc::table_busy:
     case Store_errc::row_locked: msg = "lock wait timeout"; break;
     case Store_errc::server_read_only: msg = "server is read-only"; break;
+    case Store_errc::lock_failed:
+      msg = st.message.empty() ? std::string("cannot lock the table") : "cannot lock the table: " + std::string(st.message);
+      break;
     case Store_errc::result_too_large: msg = "reply too large"; break;
     case Store_errc::handler_error: msg = "storage engine error " + std::to_string(st.handler_error); break;
     case Store_errc::bad_value:

@@ -462,8 +462,7 @@ Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
   bool err = mysql_lock_tables(thd_, s.lock, MYSQL_LOCK_NOT_TEMPORARY);
   thd_->set_open_tables(saved);
   if (err) {
-    clear_diagnostics();
-    return Store_status::of(Store_errc::lock_failed);
+    return lock_failed();
   }
   s.locked = true;
   s.reading = false;
@@ -533,6 +532,16 @@ bool Mariadb_store::commit_thd(THD *thd, bool wrote, MDL_ticket *const backup_lo
      statement): e.g. the second handler a table with a long UNIQUE needs for its writes. */
   free_root(thd->mem_root, MYF(MY_KEEP_PREALLOC));
   return lost;
+}
+
+Store_status Mariadb_store::lock_failed() {
+  /* The server's reason (e.g. "Table 't' is read only" under innodb_read_only), for the clients
+     whose protocol can carry it; HandlerSocket's answer stays its own "lock_tables". */
+  last_error_ = thd_->get_stmt_da()->is_error() ? thd_->get_stmt_da()->message() : "cannot lock the table";
+  clear_diagnostics();
+  Store_status st = Store_status::of(Store_errc::lock_failed);
+  st.message = last_error_;
+  return st;
 }
 
 bool Mariadb_store::can_hand_off() const {
@@ -763,10 +772,14 @@ Store_status Mariadb_store::resolve(Table_slot &s, Open_index &idx) {
   };
   if (!lookup(idx.column_names_, idx.columns_) || !lookup(idx.filter_names_, idx.filter_columns_))
     return Store_status::of(Store_errc::column_not_found);
-  if (idx.unique_on_first_column_ &&
-      (!(fk.flags & HA_NOSAME) || fk.user_defined_key_parts != 1 || idx.columns_.empty() ||
-       fk.key_part[0].fieldnr != idx.columns_[0] + 1u))
-    return Store_status::of(Store_errc::bad_container_index);
+  if (idx.unique_on_first_column_) {
+    /* A system-versioned table's unique keys end with the row end (one current row per key). */
+    uint parts = fk.user_defined_key_parts;
+    if (parts == 2 && t->versioned() && fk.key_part[1].field == t->vers_end_field()) parts = 1;
+    if (!(fk.flags & HA_NOSAME) || parts != 1 || idx.columns_.empty() ||
+        fk.key_part[0].fieldnr != idx.columns_[0] + 1u)
+      return Store_status::of(Store_errc::bad_container_index);
+  }
   idx.index_no_ = found;
   idx.key_parts_ = t->key_info[found].user_defined_key_parts;
   idx.generation_ = s.generation;

@@ -728,3 +728,21 @@ def test_a_filtered_merge_over_equal_keys_returns_each_row_once(engine, server, 
     assert conn.request(hs_line("P", 1, "test", t, "by_um", "id,u,m,f", "f")) == b"0\t1\n"
     assert conn.request(merge_line(1, "M-", [2, 3], 50, filters=[("F", "<=", 0, 1)])) == b"0\t4\t75\t2\t1\t0\n"
     assert conn.request(merge_line(1, "M+", [2, 3], 50, filters=[("F", ">=", 0, 1)])) == b"0\t4\t76\t2\t1\t2\n"
+
+
+def test_a_group_source_over_max_tokens_is_refused_not_cut_short(hs, make_table, server):
+    """`^` reads at most tablesocket_max_tokens groups (the most an IN list on the wire may hold):
+    a follower of more users was silently merged over the first 10000 only."""
+    m = make_table(MSG_DDL)
+    f = make_table(FOLLOWER_DDL)
+    server.exec_sql(f"INSERT INTO {m} (id, user_id, body) SELECT seq, seq, 'x' FROM seq_1_to_10001")
+    server.exec_sql(f"INSERT INTO {f} (user_id, follower_id) SELECT seq, 1 FROM seq_1_to_10001")
+    c = hs()
+    open_index(c, 1, m, "by_user")
+    open_index(c, 4, f, "PRIMARY", "user_id,follower_id")
+    assert c.request(source_line(1, "M-", 4, [1], 20000, 3)) == b"1\t1\tinsource_too_many\n"
+    server.exec_sql(f"DELETE FROM {f} WHERE user_id = 1")  # 10000 now: served, newest first
+    assert parse_rows(c.request(source_line(1, "M-", 4, [1], 20000, 3))) == [
+        (b"10001", b"10001", b"x"), (b"10000", b"10000", b"x"), (b"9999", b"9999", b"x")]
+    # A smaller <max> cuts the list as asked.
+    assert parse_rows(c.request(source_line(1, "M-", 4, [1], 2, 3))) == [(b"3", b"3", b"x"), (b"2", b"2", b"x")]

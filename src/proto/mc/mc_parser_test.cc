@@ -811,7 +811,7 @@ TEST(McParser, TooManyKeysInOneGetIsAnErrorThatKeepsTheConnection) {
   limits.max_keys = 3;
   EXPECT_EQ(run_connection("get a b c\r\nget a b c d\r\nmn\r\n", limits),
             (std::vector<std::string>{R"(ok get keys=["a","b","c"])",
-                                      "err SERVER_ERROR out of memory writing get response", "ok mn"}));
+                                      "err SERVER_ERROR out of memory writing get response (more keys than tablesocket_max_tokens)", "ok mn"}));
 }
 
 TEST(McParser, HugeDeclaredSizesAreRefusedAtOnceWithoutAllocating) {
