@@ -436,6 +436,7 @@ Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
     batch_lost_writes_ = false;
     batch_other_engines_ = false;
     batch_isolation_set_ = false;
+    binlog_cache_full_ = false;
   }
   {
     /* Only InnoDB batches are handed to the commit thread (Aria and MyISAM keep per-handler
@@ -579,6 +580,7 @@ bool Mariadb_store::end_batch() {
   unlock_batch_tables();
   in_batch_ = false;
   rows_examined_ = 0;
+  binlog_cache_full_ = false;
   MDL_ticket *const backup_locks[2] = {backup_locks_[0].ticket, backup_locks_[1].ticket};
   backup_locks_[0].ticket = backup_locks_[1].ticket = nullptr;
   free_root(owner_->mem_root, MYF(MY_KEEP_PREALLOC));  // what table opens left on it

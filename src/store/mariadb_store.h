@@ -127,7 +127,7 @@ class Mariadb_store final : public Store {
   void yield_to_ddl() override;
   bool killed() override;
   size_t open_table_count() const override { return open_tables_; }
-  bool batch_budget_spent() const override { return rows_examined_ >= max_batch_rows_; }
+  bool batch_budget_spent() const override { return rows_examined_ >= max_batch_rows_ || binlog_cache_full_; }
 
  protected:
   void release_slot(uint32_t slot) override;
@@ -247,6 +247,7 @@ class Mariadb_store final : public Store {
   enum class Arith { stored, sign_flip, failed };
   Arith add_to_field(Field *f, const Datum &v, bool subtract);
   Store_status lock_failed();
+  bool binlog_cache_full();
   /* Galera (mariadb_store_galera.cc): a batch that writes is a wsrep transaction of its THD. */
   Store_status galera_check_ready();
   Store_status galera_begin_write();
@@ -334,6 +335,8 @@ class Mariadb_store final : public Store {
   bool batch_wrote_ = false;
   bool batch_lost_writes_ = false;
   bool batch_other_engines_ = false;  // a table of another engine than InnoDB took part
+  bool binlog_cache_full_ = false;    // a request waits for a batch with room in its binlog cache
+  bool retry_next_batch_ = false;     // end_write(): the failed statement is to run in the next batch
   /* While the batch writes: MDL_BACKUP_TRANS_DML [0] (online-backup engines), MDL_BACKUP_DML [1]
      (the others); FTWRL and BACKUP STAGE wait for them. Released after the commit. */
   MDL_request backup_locks_[2];

@@ -199,9 +199,22 @@ bool Mariadb_store::missing_required_values(TABLE *t, bool raise) {
   return false;
 }
 
+bool Mariadb_store::binlog_cache_full() {
+  /* The batch's binary log cache would pass max_binlog_cache_size with this request's rows, but
+     not without the other requests' before it: the request runs again in the next batch (the
+     worker ends this one), as SQL would have run it in a transaction of its own. */
+  if (!batch_wrote_ || !thd_->get_stmt_da()->is_error()) return false;
+  const uint e = thd_->get_stmt_da()->sql_errno();
+  if (e != ER_TRANS_CACHE_FULL && e != ER_STMT_CACHE_FULL) return false;
+  binlog_cache_full_ = true;
+  return true;
+}
+
 bool Mariadb_store::end_write(Table_slot &s, bool ok) {
+  retry_next_batch_ = false;
   if (ok && (thd_->binlog_flush_pending_rows_event(true) || trans_commit_stmt(thd_))) {
     last_error_ = thd_->get_stmt_da()->is_error() ? thd_->get_stmt_da()->message() : "statement failed";
+    retry_next_batch_ = binlog_cache_full();
     ok = false;
   }
   if (!ok) trans_rollback_stmt(thd_);
@@ -274,12 +287,17 @@ int Mariadb_store::write_error_code(const Store_status &st) {
 }
 
 Store_status Mariadb_store::commit_failed() {
+  if (retry_next_batch_) return Store_status::of(Store_errc::table_busy);
   Store_status st = Store_status::of(Store_errc::commit_failed);
   st.message = last_error_;
   return st;
 }
 
 Store_status Mariadb_store::failed_write(Table_slot &s, int handler_error) {
+  if (binlog_cache_full()) {
+    end_write(s, false);
+    return Store_status::of(Store_errc::table_busy);
+  }
   if (handler_error == kBadValue) {
     std::string msg = last_error_;
     end_write(s, false);

@@ -658,3 +658,31 @@ def test_innodb_rollback_on_timeout_is_warned_about_once(request):
         assert text.count("tablesocket: innodb_rollback_on_timeout is ON") == 1, text[-2000:]
     with h.private_server(request, "rollback-on-timeout-off") as s:
         assert "innodb_rollback_on_timeout is ON" not in Path(s.log_path).read_text(errors="replace")
+
+
+def test_writes_that_fit_max_binlog_cache_size_alone_are_not_failed_by_their_batch(request):
+    """A batch's rows share one binary log cache: small writes used to fail with 'Multi-statement
+    transaction required more than max_binlog_cache_size' when their batch, not they, passed it.
+    Such a write runs again in the next batch; one too big on its own still fails, with SQL's
+    message."""
+    with h.private_server(request, "binlog-cache", ["--log-bin=binlog", "--server-id=1",
+                                                    "--max-binlog-cache-size=16384",
+                                                    "--tablesocket-threads=1"]) as s:
+        s.exec_sql("CREATE TABLE bc (id int primary key, v varchar(3000)) ENGINE=InnoDB")
+        with h.hs_open(s.hs_port_wr, "bc", "id,v") as w:
+            burst = "".join(f"1\t+\t2\t{i}\t{'x' * 2000}\n" for i in range(1, 41))
+            assert w.request(burst, timeout=30) == b"0\t1\n" * 40
+            big = w.request(f"1\t+\t2\t99\t{'y' * 3000}\n".encode() * 1, timeout=10)
+            assert big == b"0\t1\n"  # 3 KB alone fits
+        from tsserver import hs_line
+        with h.hs_open(s.hs_port_wr, "bc", "v") as w:
+            # Eight rows in one request (one statement) need more than 16 KB: SQL's error.
+            reply = w.request(hs_line(1, ">=", 1, "1", 8, 0, "U", "z" * 2500), timeout=10)
+            assert reply.startswith(b"1\t1\t") and b"max_binlog_cache_size" in reply, reply
+        assert s.sql("SELECT COUNT(*), SUM(LENGTH(v)) FROM bc") == [("41", str(40 * 2000 + 3000))]
+        c = McConn(s.mc_port)
+        try:
+            c.send(b"".join(b"set k%d 0 0 3000\r\n%s\r\n" % (i, b"m" * 3000) for i in range(12)))
+            c.expect(b"STORED\r\n" * 12, timeout=30)
+        finally:
+            c.close()
