@@ -221,14 +221,33 @@ bool Mariadb_store::open_unlisted(TABLE_LIST &tl, Open_table_context &ot) {
   return err;
 }
 
-Store_status Mariadb_store::ensure_open(Table_slot &s) {
-  if (s.table) return {};
+Store_status Mariadb_store::ensure_open(Table_slot &s, bool want_write) {
+  if (s.table) {
+    if (!(want_write && s.read_only_open)) return {};
+    /* Opened for reading while a write lock was not to be had: a write needs it reopened. */
+    if (s.locked) return Store_status::of(Store_errc::table_busy);
+    close_slot(s);
+  }
   if (killed()) return Store_status::of(Store_errc::server_shutdown);
+  Store_status st = open_slot(s, s.for_write);
+  if (st.errc == Store_errc::table_busy && s.for_write && !want_write) {
+    /* A table written through this worker, now under a read lock that lets readers in and keeps
+       writers out (LOCK TABLES ... READ, FLUSH TABLES ... FOR EXPORT, FLUSH TABLES WITH READ
+       LOCK): opened for reading, as SQL's SELECT opens it, so reads go on; the next write
+       reopens it for writing (and waits, as SQL's would, until the read lock is gone). */
+    st = open_slot(s, false);
+    if (st.ok()) s.read_only_open = true;
+  }
+  return st;
+}
+
+Store_status Mariadb_store::open_slot(Table_slot &s, bool write) {
+  s.read_only_open = false;
   /* Tables belong to owner_ (its metadata locks, its open), which stays on this thread while batch
      THDs go to the commit thread and back; errors raised meanwhile land in its diagnostics. */
   Owner_scope as_owner(*this);
   owner_->lex->sql_command = thd_->lex->sql_command;  // what store_lock() takes the lock type from
-  const enum_mdl_type mdl_type = s.for_write ? MDL_SHARED_WRITE : MDL_SHARED_READ;
+  const enum_mdl_type mdl_type = write ? MDL_SHARED_WRITE : MDL_SHARED_READ;
   MDL_REQUEST_INIT(&s.mdl_request, MDL_key::TABLE, s.db.c_str(), s.name.c_str(), mdl_type, MDL_EXPLICIT);
   if (owner_->mdl_context.try_acquire_lock(&s.mdl_request)) {
     clear_diagnostics(owner_);
@@ -238,7 +257,7 @@ Store_status Mariadb_store::ensure_open(Table_slot &s) {
 
   LEX_CSTRING db = {s.db.c_str(), s.db.size()};
   LEX_CSTRING name = {s.name.c_str(), s.name.size()};
-  const thr_lock_type lock_type = s.for_write ? TL_WRITE : TL_READ;
+  const thr_lock_type lock_type = write ? TL_WRITE : TL_READ;
   if (!s.table_list) s.table_list.reset(new TABLE_LIST);
   TABLE_LIST &tl = *s.table_list;
   tl.init_one_table(&db, &name, &name, lock_type);
@@ -271,8 +290,8 @@ Store_status Mariadb_store::ensure_open(Table_slot &s) {
   /* Only ordinary user tables with at least one index are served (not system or temporary tables). */
   if (t->s->tmp_table != NO_TMP_TABLE || t->s->table_category != TABLE_CATEGORY_USER || !t->s->keys)
     return give_up(Store_errc::table_open_failed);
-  const bool referenced = s.for_write && t->file->referenced_by_foreign_key();
-  if (s.for_write && (referenced || fk_refs_.count(slot_key(s.db, s.name))) && !lock_fk_tables(s, t, referenced)) {
+  const bool referenced = write && t->file->referenced_by_foreign_key();
+  if (write && (referenced || fk_refs_.count(slot_key(s.db, s.name))) && !lock_fk_tables(s, t, referenced)) {
     release_fk_locks(s);
     return give_up(Store_errc::table_busy);
   }
@@ -453,7 +472,7 @@ Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
        commits: so once per batch, before its first InnoDB table is locked. InnoDB uses no
        THR_LOCK: it (and the partition handler over it) stores nothing into the array. */
     THR_LOCK_DATA *scratch[2];
-    s.table->file->store_lock(thd_, scratch, s.for_write ? TL_WRITE : TL_READ);
+    s.table->file->store_lock(thd_, scratch, s.opened_for_write() ? TL_WRITE : TL_READ);
     batch_isolation_set_ = true;
   }
   for (THR_LOCK_DATA **p = s.lock->locks, **e = s.lock->locks + s.lock->lock_count; p < e; ++p)
@@ -476,7 +495,7 @@ Store_status Mariadb_store::prepare_request(Open_index &idx, enum_sql_command co
   if (!idx.valid()) return Store_status::of(Store_errc::index_not_found);
   Table_slot &s = slots_[idx.slot_];
   thd_->lex->sql_command = command;
-  Store_status st = ensure_open(s);
+  Store_status st = ensure_open(s, command != SQLCOM_SELECT);
   if (!st.ok()) return st;
   if (idx.generation_ != s.generation) {
     st = resolve(s, idx);
@@ -832,7 +851,7 @@ Store_status Mariadb_store::open_index(const Index_spec &spec, Open_index &out) 
     st = check_table_visible(static_cast<Mariadb_principal &>(*spec.principal), s);
     if (!st.ok()) return st;
   }
-  st = ensure_open(s);
+  st = ensure_open(s, false);
   if (!st.ok()) return st;
   st = resolve(s, idx);
   if (!st.ok()) return st;

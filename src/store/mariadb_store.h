@@ -47,6 +47,10 @@ struct Table_slot {
   bool ddl_waits() const;    // DDL waits for its metadata lock or one of fk_locks
   MYSQL_LOCK *lock = nullptr;
   bool for_write = false;
+  /* A for_write slot opened with read locks: a read lock (LOCK TABLES READ, FLUSH ... FOR EXPORT,
+     FTWRL) kept the write locks away when a read needed the table. */
+  bool read_only_open = false;
+  bool opened_for_write() const { return for_write && !read_only_open; }
   bool locked = false;       // locked in the current batch
   bool reading = false;      // a read statement is running on it (no write since start_stmt)
   bool in_use = false;       // slot allocated (else on the free list)
@@ -134,7 +138,8 @@ class Mariadb_store final : public Store {
 
  private:
   /* ---- tables (mariadb_store.cc) ---- */
-  Store_status ensure_open(Table_slot &s);
+  Store_status ensure_open(Table_slot &s, bool want_write);
+  Store_status open_slot(Table_slot &s, bool write);
   /* The fk_locks of a slot whose table (t, just opened for writing) others reference: false when
      one is not available now (DDL holds or waits for it) or a table cannot be opened. */
   bool lock_fk_tables(Table_slot &s, TABLE *t, bool referenced);

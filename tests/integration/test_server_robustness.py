@@ -686,3 +686,45 @@ def test_writes_that_fit_max_binlog_cache_size_alone_are_not_failed_by_their_bat
             c.expect(b"STORED\r\n" * 12, timeout=30)
         finally:
             c.close()
+
+
+@pytest.mark.parametrize("lock,unlock", [
+    ("LOCK TABLES rl READ", "UNLOCK TABLES"),
+    ("FLUSH TABLES rl FOR EXPORT", "UNLOCK TABLES"),
+    ("FLUSH TABLES rl WITH READ LOCK", "UNLOCK TABLES"),
+    ("FLUSH TABLES WITH READ LOCK", "UNLOCK TABLES"),
+])
+def test_read_locks_from_sql_let_reads_through_and_hold_writes(request, lock, unlock):
+    """A table written through a worker holds a write metadata lock; under an SQL read lock the
+    worker could not reopen it, so every read of it waited (or timed out) while SQL's SELECTs went
+    on (found by a helper). Reads now go through as SQL's do; writes wait until the lock is gone."""
+    with h.private_server(request, "read-locks", ["--tablesocket-threads=1"]) as s:
+        s.exec_sql("CREATE TABLE rl (id int primary key, v int) ENGINE=InnoDB")
+        s.exec_sql("INSERT INTO rl VALUES (1, 1), (2, 2)")
+        s.exec_sql("INSERT INTO test.kv (k, v) VALUES ('rlkey', 'before')")
+        w = h.hs_open(s.hs_port_wr, "rl", "id,v")
+        r = h.hs_open(s.hs_port, "rl", "id,v")
+        c = McConn(s.mc_port)
+        locker = h.sql_conn(s)
+        try:
+            assert w.request("1\t=\t1\t1\t1\t0\tU\t1\t10\n") == b"0\t1\t1\n"  # opened and written
+            c.request("set rlkey2 0 0 1\r\nx\r\n", b"STORED\r\n")
+            with locker.cursor() as cur:
+                cur.execute(lock)
+            t0 = time.monotonic()
+            assert r.request("1\t=\t1\t1\n", timeout=3) == b"0\t2\t1\t10\n"
+            assert w.request("1\t=\t1\t2\n", timeout=3) == b"0\t2\t2\t2\n"
+            c.request("get rlkey\r\n", b"VALUE rlkey 0 6\r\nbefore\r\nEND\r\n", timeout=3)
+            assert time.monotonic() - t0 < 2.0
+            w.send("1\t=\t1\t2\t1\t0\tU\t2\t20\n")  # a write waits for the lock
+            assert not w.recv_all(0.5)
+            with locker.cursor() as cur:
+                cur.execute(unlock)
+            assert w.recv_line(timeout=5) == b"0\t1\t1\n"
+            assert r.request("1\t=\t1\t2\n") == b"0\t2\t2\t20\n"
+        finally:
+            w.close()
+            r.close()
+            c.close()
+            locker.close()
+        assert s.sql("SELECT id, v FROM rl ORDER BY id") == [("1", "10"), ("2", "20")]
