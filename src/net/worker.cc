@@ -749,7 +749,11 @@ void Worker::serve(Store &store) {
           mark_pending(*c);  // runs first thing in the next batch
           continue;
         }
+        const uint64_t dirty_before = store.reads_of_written_tables();
         Session_outcome o = c->session->run(c->in, c->out, cfg_.max_requests_per_batch);
+        /* It read a table this batch wrote: what it saw may not be committed yet, so its replies
+           wait for the commit as a writer's do (and are never sent if the commit fails). */
+        if (store.reads_of_written_tables() != dirty_before) c->session->wrote_in_batch = true;
         c->in.shrink_if_idle(1 << 16);  // when empty after a large request
         if (enforce_buffer_memory(*c)) continue;  // its replies grew past what the server may hold
         if (o == Session_outcome::yielded && store.batch_budget_spent() && !spent_by) {

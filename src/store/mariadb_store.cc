@@ -512,6 +512,7 @@ Store_status Mariadb_store::prepare_request(Open_index &idx, enum_sql_command co
      the rows a write request reads. Consecutive reads of a table in one batch share a statement
      (as the ranges of one SELECT do), which keeps InnoDB's row template and open index. */
   const bool read = command == SQLCOM_SELECT;
+  if (read && s.written) ++reads_of_written_;
   if (!(read && s.reading)) {
     if (int e = t->file->start_stmt(thd_, read ? TL_READ : TL_WRITE))
       return Store_status::of(Store_errc::handler_error, e);
@@ -600,6 +601,8 @@ bool Mariadb_store::end_batch() {
   in_batch_ = false;
   rows_examined_ = 0;
   binlog_cache_full_ = false;
+  for (uint32_t n : written_slots_) slots_[n].written = false;
+  written_slots_.clear();
   MDL_ticket *const backup_locks[2] = {backup_locks_[0].ticket, backup_locks_[1].ticket};
   backup_locks_[0].ticket = backup_locks_[1].ticket = nullptr;
   free_root(owner_->mem_root, MYF(MY_KEEP_PREALLOC));  // what table opens left on it

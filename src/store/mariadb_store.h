@@ -51,6 +51,7 @@ struct Table_slot {
      FTWRL) kept the write locks away when a read needed the table. */
   bool read_only_open = false;
   bool opened_for_write() const { return for_write && !read_only_open; }
+  bool written = false;      // written in the current batch
   bool locked = false;       // locked in the current batch
   bool reading = false;      // a read statement is running on it (no write since start_stmt)
   bool in_use = false;       // slot allocated (else on the free list)
@@ -131,6 +132,7 @@ class Mariadb_store final : public Store {
   void yield_to_ddl() override;
   bool killed() override;
   size_t open_table_count() const override { return open_tables_; }
+  uint64_t reads_of_written_tables() const override { return reads_of_written_; }
   bool batch_budget_spent() const override { return rows_examined_ >= max_batch_rows_ || binlog_cache_full_; }
 
  protected:
@@ -341,6 +343,8 @@ class Mariadb_store final : public Store {
   bool batch_lost_writes_ = false;
   bool batch_other_engines_ = false;  // a table of another engine than InnoDB took part
   bool binlog_cache_full_ = false;    // a request waits for a batch with room in its binlog cache
+  std::vector<uint32_t> written_slots_;  // slots written in the current batch
+  uint64_t reads_of_written_ = 0;
   bool retry_next_batch_ = false;     // end_write(): the failed statement is to run in the next batch
   /* While the batch writes: MDL_BACKUP_TRANS_DML [0] (online-backup engines), MDL_BACKUP_DML [1]
      (the others); FTWRL and BACKUP STAGE wait for them. Released after the commit. */

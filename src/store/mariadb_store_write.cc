@@ -130,6 +130,10 @@ Store_status Mariadb_store::begin_write(Table_slot &s, const Open_index &idx) {
     if (thd_->mdl_context.try_acquire_lock(&backup_locks_[kind])) return lock_failed();
     if (!backup_locks_[kind].ticket) return Store_status::of(Store_errc::table_busy);
   }
+  if (!s.written) {
+    s.written = true;
+    written_slots_.push_back(idx.slot_);
+  }
   thd_->set_query_id(next_query_id());
   thd_->set_time();  // CURRENT_TIMESTAMP defaults and the binlog event time
   thd_->lock = s.lock;  // binlog_write_table_maps() finds the written table here

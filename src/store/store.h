@@ -270,6 +270,11 @@ class Store {
      then ends the batch (commits, lets DDL through) and runs the remaining requests in the next
      one, so one client's scans delay the others by about one request, not a pipeline of them. */
   virtual bool batch_budget_spent() const = 0;
+  /* Counts reads of a table the current batch has written (in an earlier request, by any
+     connection): such a read may have seen writes not committed yet. The worker holds the reader's
+     replies until the batch's commit is done, as a writer's, so no client sees a write that is
+     then rolled back (a failed commit, a lost Galera certification). */
+  virtual uint64_t reads_of_written_tables() const = 0;
   /* True when the server asked this worker's thread to stop (shutdown). */
   virtual bool killed() = 0;
   virtual size_t open_table_count() const = 0;

@@ -149,6 +149,46 @@ def test_a_commit_failing_after_the_hand_off_closes_only_its_writers(srv):
         w.close()
 
 
+def test_a_read_of_a_write_whose_commit_then_fails_is_never_answered(request):
+    """A read in the same batch as another connection's write sees that write before it is
+    committed (one transaction). Its reply waits for that commit like the writer's; when the
+    commit fails (BLOCK_COMMIT held past the 2 s wait), the reader is closed unanswered too:
+    before, it was answered at once with a value that was then rolled back (a dirty read).
+    (ddl_check_interval 3 s: the second batch stays open while the first commit waits.)"""
+    with h.private_server(request, "overlap-dirty", ["--tablesocket-threads=1",
+                                                     "--tablesocket-ddl-check-interval=3000"]) as srv:
+        _dirty_read_scenario(srv)
+
+
+def _dirty_read_scenario(srv):
+    t = _table(srv, "ov_dirty")
+    other = _table(srv, "ov_dirty_other")
+    w1 = h.hs_open(srv.hs_port_wr, t, "k,v")
+    w2 = h.hs_open(srv.hs_port_wr, t, "k,v")
+    r = h.hs_open(srv.hs_port, t, "k,v")
+    clean = h.hs_open(srv.hs_port, t, "k,v")
+    try:
+        with _CommitsHeld(srv):
+            w1.send("1\t=\t1\t1\t1\t0\tU\t1\tfirst\n")   # batch 1: its commit waits on the thread
+            time.sleep(0.2)
+            w2.send("1\t=\t1\t2\t1\t0\tU\t2\tdirty\n")   # batch 2 stays open meanwhile
+            time.sleep(0.2)
+            r.send("1\t=\t1\t2\n")                        # reads row 2 in batch 2
+            got = r.recv_all(1.0)
+            assert b"dirty" not in got, "an uncommitted write was read and answered"
+            # A read of a table the batch did not write is answered at once.
+            with h.hs_open(srv.hs_port, other, "k,v") as o:
+                assert o.request("1\t=\t1\t2\n", timeout=1.0) == b"0\t2\t2\tv2\n"
+            for c in (w1, w2, r):
+                assert h.wait_closed(c, 8.0) is not None, "a client of a failed commit was not closed"
+        assert b"dirty" not in r.buf
+        assert srv.sql(f"SELECT k, v FROM {t} WHERE k IN (1, 2) ORDER BY k") == [("1", "v1"), ("2", "v2")]
+        assert clean.request("1\t=\t1\t2\n") == b"0\t2\t2\tv2\n"
+    finally:
+        for c in (w1, w2, r, clean):
+            c.close()
+
+
 def _pipelined_write_then_read(s, t):
     w = h.hs_open(s.hs_port_wr, t, "k,v")
     try:
@@ -367,11 +407,15 @@ def test_a_batch_that_wrote_waits_open_for_the_previous_commit(request):
     """With commit overlap a second batch that wrote is not ended while the first one's commit
     runs: it stays open (here up to 1 s, the ddl_check_interval) and the worker goes on serving.
     When the first commit is done the open batch is handed off before the first writer hears
-    back, so what that writer reads next sees its write."""
+    back, so what that writer reads next sees its write. Reads of another table are answered
+    meanwhile; a read of the table the open batch wrote waits for that batch's commit (it may
+    see the batch's writes, which are not committed yet)."""
     with h.private_server(request, "overlap-open", ["--tablesocket-threads=1",
                                                     "--tablesocket-ddl-check-interval=1000"]) as s:
         t = _table(s, "ov_open")
-        r = h.hs_open(s.hs_port, t, "k,v")
+        other = _table(s, "ov_open_other")
+        r = h.hs_open(s.hs_port, other, "k,v")
+        same = h.hs_open(s.hs_port, t, "k,v")
         w1 = h.hs_open(s.hs_port_wr, t, "k,v")
         w2 = h.hs_open(s.hs_port_wr, t, "k,v")
         try:
@@ -384,11 +428,14 @@ def test_a_batch_that_wrote_waits_open_for_the_previous_commit(request):
                 for k in range(1, 11):
                     assert r.request(f"1\t=\t1\t{k}\n", timeout=REPLY_BOUND + 1) == f"0\t2\t{k}\tv{k}\n".encode()
                 assert time.monotonic() - t0 <= REPLY_BOUND, "reads waited while a batch waited for a commit"
+                same.send("1\t=\t1\t9002\n")
                 assert _no_reply(w1, 0.05) and _no_reply(w2, 0.05)
+                assert _no_reply(same, 0.1), "a read of an uncommitted write was answered"
             assert w1.recv_line(timeout=3.0) == b"0\t1\n"
             assert w1.request("1\t=\t1\t9001\n") == b"0\t2\t9001\tfirst\n"
             assert w2.recv_line(timeout=3.0) == b"0\t1\n"
+            assert same.recv_line(timeout=3.0) == b"0\t2\t9002\tsecond\n"  # once committed
             assert s.sql(f"SELECT k, v FROM {t} WHERE k > 9000 ORDER BY k") == [("9001", "first"), ("9002", "second")]
         finally:
-            for c in (r, w1, w2):
+            for c in (r, same, w1, w2):
                 c.close()
