@@ -14,6 +14,8 @@
 #include "sql_insert.h"   // vers_insert_history_row()
 #include "sql_trigger.h"  // Table_triggers_list
 
+#include <cfloat>
+#include <cmath>
 #include <cstdlib>
 
 #include "sql_cache.h"
@@ -462,56 +464,70 @@ bool Mariadb_store::halloween_risk(TABLE *t, const Open_index &idx, const Modify
 }
 
 Mariadb_store::Arith Mariadb_store::add_to_field(Field *f, const Datum &v, bool subtract) {
-  /* As SQL computes `col = col + '<delta>'` (or `-`): integer columns with an integer operand in
-     exact 64-bit arithmetic, a result outside BIGINT (UNSIGNED for an unsigned column) being an
-     error as in SQL, and one outside the column's own range refused in strict mode (clipped
-     otherwise) by the store; DECIMAL columns in decimal arithmetic; anything else (FLOAT, DOUBLE,
-     an operand with a fraction or an exponent) in double precision. An operand that is not a
-     number is SQL's "Truncated incorrect DOUBLE value" (an error in strict mode; otherwise its
-     leading number, 0 if none). */
+  /* As SQL computes `col = col + <operand>` (or `-`), with the operand as an SQL literal: an
+     integer literal (signed; UNSIGNED above 2^63 - 1; DECIMAL below -2^63), a DECIMAL one (a
+     fraction, or too long for 64 bits), a DOUBLE one (an exponent); an operand that is not a
+     number is a string, read as a DOUBLE: SQL's "Truncated incorrect DOUBLE value" (an error in
+     strict mode; otherwise its leading number, 0 if none). The column counts as its numeric value
+     (a temporal one as YYYYMMDD[HHMMSS[.fraction]], a string as a DOUBLE). Then SQL's result type:
+     integer arithmetic in 64 bits for two integers (UNSIGNED if either is, a result outside it
+     being SQL's "BIGINT value is out of range", in any sql_mode), DECIMAL for integers and
+     decimals, DOUBLE with any double or string. Storing the result refuses (strict mode) or clips
+     a value outside the column, as SQL's UPDATE does. */
   const Delta d = parse_delta(v.ptr, v.len);
   auto fail_if_error = [&]() {
     if (!thd_->is_error()) return false;
     last_error_ = thd_->get_stmt_da()->message();
     return true;
   };
-  if (d.kind == Delta::garbage) {
+  auto truncated_double = [&]() {
     ErrConvString bad(v.ptr, v.len, &my_charset_bin);
     push_warning_printf(thd_, Sql_condition::WARN_LEVEL_WARN, ER_TRUNCATED_WRONG_VALUE,
                         ER_THD(thd_, ER_TRUNCATED_WRONG_VALUE), "DOUBLE", bad.ptr());
-    if (fail_if_error()) return Arith::failed;
+    return fail_if_error();
+  };
+  if (d.kind == Delta::garbage && truncated_double()) return Arith::failed;
+  enum class Lit { signed_int, unsigned_int, decimal, real } lit;
+  if (d.kind == Delta::integer) {
+    if (!d.negative) lit = d.magnitude <= uint64_t(INT64_MAX) ? Lit::signed_int : Lit::unsigned_int;
+    else lit = d.magnitude <= uint64_t(INT64_MAX) + 1 ? Lit::signed_int : Lit::decimal;
+  } else if (d.kind == Delta::number && d.text.find_first_of("eE") == std::string::npos) {
+    lit = Lit::decimal;
+  } else {
+    lit = Lit::real;
   }
-  const bool negative_operand = d.negative != subtract;  // the sign of what is added
   const Item_result type = f->cmp_type();
-  /* The operand's SQL type: an integer literal, a DECIMAL one (a fraction, or too long for 64
-     bits), a DOUBLE (an exponent, or a string). The result's: INT for two integers, DECIMAL for
-     integers and decimals, DOUBLE with any double. */
-  const bool exact = d.kind == Delta::integer ||
-                     (d.kind == Delta::number && d.text.find_first_of("eE") == std::string::npos);
+  enum class Col { integer, decimal, real } col;
+  if (type == INT_RESULT) col = Col::integer;
+  else if (type == DECIMAL_RESULT) col = Col::decimal;
+  else if (type == TIME_RESULT) col = f->decimals() ? Col::decimal : Col::integer;
+  else col = Col::real;  // REAL_RESULT, and strings read as doubles
   f->set_has_explicit_value();
-  if (type == INT_RESULT && d.kind == Delta::integer) {
-    const bool is_unsigned = (f->flags & UNSIGNED_FLAG) != 0;
+  const bool negative_operand = d.negative != subtract;  // the sign of what is added
+
+  if (col == Col::integer && (lit == Lit::signed_int || lit == Lit::unsigned_int)) {
+    const bool col_unsigned = type == INT_RESULT && (f->flags & UNSIGNED_FLAG) != 0;
+    const bool result_unsigned = col_unsigned || lit == Lit::unsigned_int;
     const longlong raw = f->val_int();
-    const __int128 cur = is_unsigned ? __int128(ulonglong(raw)) : __int128(raw);
+    const __int128 cur = col_unsigned ? __int128(ulonglong(raw)) : __int128(raw);
     const __int128 op = __int128(d.magnitude);
     const __int128 res = negative_operand ? cur - op : cur + op;
     if (subtract && ((cur < 0 && res > 0) || (cur > 0 && res < 0))) return Arith::sign_flip;
-    const bool fits = is_unsigned ? (res >= 0 && res <= __int128(UINT64_MAX))
-                                  : (res >= __int128(INT64_MIN) && res <= __int128(INT64_MAX));
-    if (!fits) {  // as SQL: an error in any sql_mode (an unsigned column below 0 too)
+    const bool fits = result_unsigned ? (res >= 0 && res <= __int128(UINT64_MAX))
+                                      : (res >= __int128(INT64_MIN) && res <= __int128(INT64_MAX));
+    if (!fits) {
       char what[256];
       snprintf(what, sizeof what, "`%s` %c %s%llu", f->field_name.str, subtract ? '-' : '+',
                d.negative ? "-" : "", (unsigned long long)d.magnitude);
-      my_error(ER_DATA_OUT_OF_RANGE, MYF(0), is_unsigned ? "BIGINT UNSIGNED" : "BIGINT", what);
+      my_error(ER_DATA_OUT_OF_RANGE, MYF(0), result_unsigned ? "BIGINT UNSIGNED" : "BIGINT", what);
       fail_if_error();
       return Arith::failed;
     }
-    /* Within BIGINT: the store refuses (strict) or clips a value outside a smaller column. */
-    if (is_unsigned) f->store(longlong(ulonglong(res)), true);
+    if (result_unsigned) f->store(longlong(ulonglong(res)), true);
     else f->store(longlong(res), false);
     return fail_if_error() ? Arith::failed : Arith::stored;
   }
-  if ((type == INT_RESULT || type == DECIMAL_RESULT) && exact) {
+  if (col != Col::real && lit != Lit::real) {
     my_decimal cur, op, res;
     f->val_decimal(&cur);
     if (d.kind == Delta::integer) {
@@ -533,19 +549,15 @@ Mariadb_store::Arith Mariadb_store::add_to_field(Field *f, const Datum &v, bool 
   } else {
     op = d.text.empty() ? 0.0 : std::strtod(d.text.c_str(), nullptr);
     if (op < 0) op = -op;
+    if (!std::isfinite(op)) {  // 1e309: not a DOUBLE either
+      if (d.kind != Delta::garbage && truncated_double()) return Arith::failed;
+      op = DBL_MAX;
+    }
   }
-  if (type == INT_RESULT || type == DECIMAL_RESULT || type == REAL_RESULT) {
-    const double cur = f->val_real();
-    const double res = negative_operand ? cur - op : cur + op;
-    if (subtract && ((cur < 0 && res > 0) || (cur > 0 && res < 0))) return Arith::sign_flip;
-    f->store(res);
-  } else {
-    /* Not a number column (a string, a date): HandlerSocket's integer arithmetic on its value. */
-    const longlong cur = f->val_int();
-    const longlong res = negative_operand ? cur - longlong(op) : cur + longlong(op);
-    if (subtract && ((cur < 0 && res > 0) || (cur > 0 && res < 0))) return Arith::sign_flip;
-    f->store(res, false);
-  }
+  const double cur = f->val_real();
+  const double res = negative_operand ? cur - op : cur + op;
+  if (subtract && ((cur < 0 && res > 0) || (cur > 0 && res < 0))) return Arith::sign_flip;
+  f->store(res);
   return fail_if_error() ? Arith::failed : Arith::stored;
 }
 
