@@ -512,7 +512,7 @@ Store_status Mariadb_store::prepare_request(Open_index &idx, enum_sql_command co
      the rows a write request reads. Consecutive reads of a table in one batch share a statement
      (as the ranges of one SELECT do), which keeps InnoDB's row template and open index. */
   const bool read = command == SQLCOM_SELECT;
-  if (read && s.written) ++reads_of_written_;
+  if (read && (batch_blind_ || (s.written && s.written_blind))) ++reads_of_written_;
   if (!(read && s.reading)) {
     if (int e = t->file->start_stmt(thd_, read ? TL_READ : TL_WRITE))
       return Store_status::of(Store_errc::handler_error, e);
@@ -601,8 +601,14 @@ bool Mariadb_store::end_batch() {
   in_batch_ = false;
   rows_examined_ = 0;
   binlog_cache_full_ = false;
-  for (uint32_t n : written_slots_) slots_[n].written = false;
+  for (uint32_t n : written_slots_) {
+    Table_slot &w = slots_[n];
+    w.written = w.written_blind = false;
+    w.written_refs.clear();
+  }
   written_slots_.clear();
+  batch_blind_ = false;
+  write_slot_ = nullptr;
   MDL_ticket *const backup_locks[2] = {backup_locks_[0].ticket, backup_locks_[1].ticket};
   backup_locks_[0].ticket = backup_locks_[1].ticket = nullptr;
   free_root(owner_->mem_root, MYF(MY_KEEP_PREALLOC));  // what table opens left on it
@@ -931,7 +937,27 @@ int Mariadb_store::full_key_cmp(const KEY &k, uint nparts) {
   return 0;
 }
 
+void Mariadb_store::note_written_row(TABLE *t) {
+  Table_slot *s = write_slot_;
+  if (!s || s->written_blind) return;
+  if (s->written_refs.size() >= 4096) {  // a big batch: stop keeping rows, count every read
+    s->written_blind = true;
+    s->written_refs.clear();
+    return;
+  }
+  t->file->position(t->record[0]);
+  s->written_refs.emplace(reinterpret_cast<const char *>(t->file->ref), t->file->ref_length);
+}
+
 void Mariadb_store::emit_row(TABLE *t, const Open_index &idx, Row_sink &sink) {
+  {
+    const Table_slot &s = slots_[idx.slot_];
+    if (s.written && !s.written_blind && !batch_blind_) {
+      t->file->position(t->record[0]);
+      if (s.written_refs.count(std::string(reinterpret_cast<const char *>(t->file->ref), t->file->ref_length)))
+        ++reads_of_written_;
+    }
+  }
   String buf(val_buf_, sizeof(val_buf_), &my_charset_bin);
   for (uint16_t fn : idx.columns_) {
     Field *f = t->field[fn];

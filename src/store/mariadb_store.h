@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/stats.h"
@@ -52,6 +53,11 @@ struct Table_slot {
   bool read_only_open = false;
   bool opened_for_write() const { return for_write && !read_only_open; }
   bool written = false;      // written in the current batch
+  /* Rows the current batch inserted or changed (their positions): a read returning one of them
+     may have seen a write not committed yet. Blind: a delete or a changed key (a read could miss
+     a row) or too many rows to keep: every read of the table counts. */
+  std::unordered_set<std::string> written_refs;
+  bool written_blind = false;
   bool locked = false;       // locked in the current batch
   bool reading = false;      // a read statement is running on it (no write since start_stmt)
   bool in_use = false;       // slot allocated (else on the free list)
@@ -345,6 +351,10 @@ class Mariadb_store final : public Store {
   bool binlog_cache_full_ = false;    // a request waits for a batch with room in its binlog cache
   std::vector<uint32_t> written_slots_;  // slots written in the current batch
   uint64_t reads_of_written_ = 0;
+  Table_slot *write_slot_ = nullptr;  // the slot the current write statement writes
+  bool batch_blind_ = false;          // a write may have cascaded into other tables: every read counts
+  void note_written_row(TABLE *t);
+  void note_blind_write() { if (write_slot_) write_slot_->written_blind = true; }
   bool retry_next_batch_ = false;     // end_write(): the failed statement is to run in the next batch
   /* While the batch writes: MDL_BACKUP_TRANS_DML [0] (online-backup engines), MDL_BACKUP_DML [1]
      (the others); FTWRL and BACKUP STAGE wait for them. Released after the commit. */

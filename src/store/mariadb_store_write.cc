@@ -92,7 +92,9 @@ int Mariadb_store::write_new_row(TABLE *t) {
   if (int e = refuse_triggers(t, TRG_EVENT_INSERT)) return e;
   if (t->versioned()) t->vers_update_fields();  // row start = now, row end = the end of time
   if (t->check_constraints && t->verify_constraints(false) == VIEW_CHECK_ERROR) return row_rejected();
-  return t->file->ha_write_row(t->record[0]);
+  const int e = t->file->ha_write_row(t->record[0]);
+  if (!e) note_written_row(t);
+  return e;
 }
 
 int Mariadb_store::write_changed_row(TABLE *t) {
@@ -101,6 +103,15 @@ int Mariadb_store::write_changed_row(TABLE *t) {
   if (t->check_constraints && t->verify_constraints(false) == VIEW_CHECK_ERROR) return row_rejected();
   int e = t->file->ha_update_row(t->record[1], t->record[0]);
   if (e == HA_ERR_RECORD_IS_THE_SAME) return 0;
+  if (!e) {
+    /* A changed key column moves the row in that index: a read by the old value would miss it. */
+    bool key_changed = false;
+    for (uint k = 0; k < t->s->keys && !key_changed; ++k)
+      for (uint p = 0; p < t->key_info[k].user_defined_key_parts && !key_changed; ++p)
+        key_changed = t->key_info[k].key_part[p].field->cmp_binary_offset(t->s->rec_buff_length) != 0;
+    if (key_changed) note_blind_write();
+    else note_written_row(t);
+  }
   if (!e && t->versioned(VERS_TIMESTAMP)) {
     /* The row as it was becomes history, ending now (a TRX_ID-versioned table's engine does this). */
     store_record(t, record[2]);
@@ -112,6 +123,7 @@ int Mariadb_store::write_changed_row(TABLE *t) {
 
 int Mariadb_store::remove_row(TABLE *t) {
   if (int e = refuse_triggers(t, TRG_EVENT_DELETE)) return e;
+  note_blind_write();  // a read could now miss the row
   /* A system-versioned row is not deleted: its row end is set to now (it becomes history). */
   return t->versioned() ? t->delete_row<false>(true) : t->file->ha_delete_row(t->record[0]);
 }
@@ -136,6 +148,9 @@ Store_status Mariadb_store::begin_write(Table_slot &s, const Open_index &idx) {
     s.written = true;
     written_slots_.push_back(idx.slot_);
   }
+  write_slot_ = &s;
+  /* A write to a table other tables' foreign keys reference may cascade into them. */
+  if (!batch_blind_ && s.table->file->referenced_by_foreign_key()) batch_blind_ = true;
   thd_->set_query_id(next_query_id());
   thd_->set_time();  // CURRENT_TIMESTAMP defaults and the binlog event time
   thd_->lock = s.lock;  // binlog_write_table_maps() finds the written table here

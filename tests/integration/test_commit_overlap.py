@@ -160,6 +160,32 @@ def test_a_read_of_a_write_whose_commit_then_fails_is_never_answered(request):
         _dirty_read_scenario(srv)
 
 
+def test_a_read_that_misses_a_row_its_batch_deleted_waits_for_the_commit(request):
+    """A row deleted (or moved by a key change) in the open batch is absent to reads in it before
+    the delete is committed: such reads of the table wait for the commit too."""
+    with h.private_server(request, "overlap-del", ["--tablesocket-threads=1",
+                                                   "--tablesocket-ddl-check-interval=3000"]) as srv:
+        t = _table(srv, "ov_del")
+        w1 = h.hs_open(srv.hs_port_wr, t, "k,v")
+        w2 = h.hs_open(srv.hs_port_wr, t, "k,v")
+        r = h.hs_open(srv.hs_port, t, "k,v")
+        try:
+            with _CommitsHeld(srv):
+                w1.send("1\t=\t1\t1\t1\t0\tU\t1\tfirst\n")
+                time.sleep(0.2)
+                w2.send("1\t=\t1\t7\t1\t0\tD\n")      # the open batch deletes row 7
+                time.sleep(0.2)
+                r.send("1\t=\t1\t7\n")
+                assert _no_reply(r, 0.5), "a read missing an uncommitted delete was answered"
+                time.sleep(0.3)
+            assert w1.recv_line(timeout=5.0) == b"0\t1\t1\n"
+            assert w2.recv_line(timeout=5.0) == b"0\t1\t1\n"
+            assert r.recv_line(timeout=5.0) == b"0\t2\n"  # committed: the row is gone
+        finally:
+            for c in (w1, w2, r):
+                c.close()
+
+
 def _dirty_read_scenario(srv):
     t = _table(srv, "ov_dirty")
     other = _table(srv, "ov_dirty_other")
@@ -176,9 +202,12 @@ def _dirty_read_scenario(srv):
             r.send("1\t=\t1\t2\n")                        # reads row 2 in batch 2
             got = r.recv_all(1.0)
             assert b"dirty" not in got, "an uncommitted write was read and answered"
-            # A read of a table the batch did not write is answered at once.
+            # A read of a table the batch did not write is answered at once; so is a read of rows
+            # of the written table that the batch did not write.
             with h.hs_open(srv.hs_port, other, "k,v") as o:
                 assert o.request("1\t=\t1\t2\n", timeout=1.0) == b"0\t2\t2\tv2\n"
+            with h.hs_open(srv.hs_port, t, "k,v") as o:
+                assert o.request("1\t>=\t1\t3\t3\t0\n", timeout=1.0) == b"0\t2\t3\tv3\t4\tv4\t5\tv5\n"
             for c in (w1, w2, r):
                 assert h.wait_closed(c, 8.0) is not None, "a client of a failed commit was not closed"
         assert b"dirty" not in r.buf
@@ -431,6 +460,8 @@ def test_a_batch_that_wrote_waits_open_for_the_previous_commit(request):
                 same.send("1\t=\t1\t9002\n")
                 assert _no_reply(w1, 0.05) and _no_reply(w2, 0.05)
                 assert _no_reply(same, 0.1), "a read of an uncommitted write was answered"
+                with h.hs_open(s.hs_port, t, "k,v") as o:  # rows the batch did not write: at once
+                    assert o.request("1\t=\t1\t5\n", timeout=REPLY_BOUND + 1) == b"0\t2\t5\tv5\n"
             assert w1.recv_line(timeout=3.0) == b"0\t1\n"
             assert w1.request("1\t=\t1\t9001\n") == b"0\t2\t9001\tfirst\n"
             assert w2.recv_line(timeout=3.0) == b"0\t1\n"
