@@ -35,7 +35,7 @@ unsigned sv_output_high_water, sv_max_requests_per_batch, sv_max_batch_rows, sv_
 char *sv_plain_secret, *sv_plain_secret_wr, *sv_character_set;
 unsigned sv_mc_port, sv_mc_max_range_rows, sv_mc_max_value_size;
 char *sv_mc_socket, *sv_mc_config_schema;
-my_bool sv_require_auth, sv_allow_cleartext_passwords, sv_require_tls, sv_commit_overlap;
+my_bool sv_require_auth, sv_allow_cleartext_passwords, sv_require_tls, sv_commit_overlap, sv_galera_writes;
 char *sv_anonymous_account, *sv_ssl_cert, *sv_ssl_key, *sv_ssl_ca, *sv_ssl_capath, *sv_ssl_cipher;
 unsigned sv_privilege_check_interval, sv_max_user_connections, sv_auth_log_interval, sv_login_timeout;
 unsigned sv_tls_handshake_timeout;
@@ -133,6 +133,13 @@ MYSQL_SYSVAR_BOOL(commit_overlap, sv_commit_overlap, PLUGIN_VAR_READONLY,
                   "and batches still commit in order. OFF: the worker commits each batch itself before "
                   "it serves the next one.",
                   nullptr, nullptr, kDefaults.commit_overlap);
+MYSQL_SYSVAR_BOOL(galera_writes, sv_galera_writes, PLUGIN_VAR_READONLY,
+                  "On a Galera cluster node (wsrep_on): OFF (the default) refuses writes with an error, "
+                  "since they would otherwise commit on this node only; ON makes each batch that writes "
+                  "a wsrep transaction, replicated in the cluster's order (experimental: a replicated "
+                  "DDL of a table this node's workers are writing can stall the node and, by flow "
+                  "control, the cluster). Without Galera it has no effect.",
+                  nullptr, nullptr, false);
 MYSQL_SYSVAR_UINT(ddl_check_interval, sv_ddl_check_interval, PLUGIN_VAR_READONLY,
                   "Milliseconds between checks for DDL or FLUSH TABLES waiting on a table a worker "
                   "holds open; the table is then closed so the DDL proceeds. Bounds the extra wait DDL "
@@ -230,7 +237,7 @@ struct st_mysql_sys_var *system_variables[] = {
     MYSQL_SYSVAR(backlog), MYSQL_SYSVAR(max_connections), MYSQL_SYSVAR(idle_timeout),
     MYSQL_SYSVAR(max_request_size), MYSQL_SYSVAR(max_tokens), MYSQL_SYSVAR(max_open_indexes),
     MYSQL_SYSVAR(max_output_buffer), MYSQL_SYSVAR(output_high_water),
-    MYSQL_SYSVAR(max_requests_per_batch), MYSQL_SYSVAR(max_batch_rows), MYSQL_SYSVAR(commit_overlap), MYSQL_SYSVAR(max_buffer_memory), MYSQL_SYSVAR(ddl_check_interval),
+    MYSQL_SYSVAR(max_requests_per_batch), MYSQL_SYSVAR(max_batch_rows), MYSQL_SYSVAR(commit_overlap), MYSQL_SYSVAR(galera_writes), MYSQL_SYSVAR(max_buffer_memory), MYSQL_SYSVAR(ddl_check_interval),
     MYSQL_SYSVAR(lock_wait_timeout), MYSQL_SYSVAR(character_set), MYSQL_SYSVAR(plain_secret),
     MYSQL_SYSVAR(plain_secret_wr), MYSQL_SYSVAR(require_auth), MYSQL_SYSVAR(anonymous_account),
     MYSQL_SYSVAR(allow_cleartext_passwords), MYSQL_SYSVAR(privilege_check_interval),
@@ -306,6 +313,7 @@ Config config_from_sysvars() {
   c.max_requests_per_batch = sv_max_requests_per_batch;
   c.max_batch_rows = sv_max_batch_rows;
   c.commit_overlap = sv_commit_overlap;
+  tablesocket::set_galera_writes(sv_galera_writes);
   c.max_buffer_memory = sv_max_buffer_memory;
   c.ddl_check_interval_ms = sv_ddl_check_interval;
   c.lock_wait_timeout_ms = sv_lock_wait_timeout;

@@ -597,7 +597,18 @@ void Mariadb_store::end_statements() {
 bool Mariadb_store::end_batch() {
   if (!in_batch_) return false;
   const bool hand_off = can_hand_off() && !batch_lost_writes_;
+  /* A replicated batch: its THD takes over the written tables' locks and they are closed after the
+     unlock below (see galera_take_table_locks). */
+  std::vector<uint32_t> galera_close;
+  if (batch_wrote_ && !batch_lost_writes_ && galera_replicating(thd_)) {
+    if (!galera_take_table_locks()) {
+      trans_rollback(thd_);  // a DDL waits: the batch yields to it, its writers are closed
+      batch_lost_writes_ = true;
+    }
+    galera_close = written_slots_;
+  }
   unlock_batch_tables();
+  for (uint32_t n : galera_close) close_slot(slots_[n]);
   in_batch_ = false;
   rows_examined_ = 0;
   binlog_cache_full_ = false;
@@ -631,6 +642,7 @@ bool Mariadb_store::end_batch() {
      thread's (if any) first. */
   if (batch_wrote_) wait_commit_done();
   if (commit_thd(thd_, batch_wrote_, backup_locks)) batch_lost_writes_ = true;
+  galera_release_table_locks(thd_);
   return false;
 }
 

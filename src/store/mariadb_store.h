@@ -267,6 +267,9 @@ class Mariadb_store final : public Store {
   Store_status galera_refusal(const char *why);
   static void galera_end_command(THD *thd);
   static bool galera_replicating(THD *thd);
+  bool galera_take_table_locks();
+  void galera_release_table_locks(THD *thd);
+  std::deque<MDL_request> galera_mdl_;  // the batch THD's table locks for a replicated commit
   static void galera_close(THD *thd);
   /* The code failed_write() takes for a status from a nested step (0 when it succeeded). */
   static int write_error_code(const Store_status &st);

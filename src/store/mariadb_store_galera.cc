@@ -12,6 +12,8 @@
 
 #include "store/server_log.h"
 
+#include <atomic>
+
 /* The wsrep headers declare the server functions that the wsrep plugin service wraps in macros
    for dynamic plugins: this file calls the server directly (mariadbd exports them). The
    performance-schema calls stay dynamic (mysql_thread.h was included above as a plugin's). */
@@ -62,6 +64,10 @@
 #include "wsrep_trans_observer.h"  // wsrep_open(), wsrep_before_command(), ...
 
 namespace tablesocket {
+
+static std::atomic<bool> g_galera_writes{false};
+void set_galera_writes(bool on) { g_galera_writes.store(on, std::memory_order_relaxed); }
+
 namespace {
 const char kNotReady[] =
     "this Galera node is not ready (not part of the primary component), as SQL reports it "
@@ -94,8 +100,25 @@ Store_status Mariadb_store::galera_begin_write() {
     if (!wsrep_is_active(thd)) thd->variables.wsrep_on = false;
     return {};
   }
-  if (wsrep_is_active(thd)) return {};  // this batch's transaction replicates already
+  if (wsrep_is_active(thd)) {
+    /* A write set over wsrep_max_ws_rows fails as a whole: a request that could take this batch's
+       there runs in the next batch instead (the worker ends this one). */
+    if (wsrep_max_ws_rows && batch_wrote_ && thd->wsrep_affected_rows >= wsrep_max_ws_rows) {
+      binlog_cache_full_ = true;
+      return Store_status::of(Store_errc::table_busy);
+    }
+    return {};  // this batch's transaction replicates already
+  }
   if (!wsrep_ready_get()) return galera_refusal(kNotReady);
+  if (!g_galera_writes.load(std::memory_order_relaxed)) {
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true))
+      log_warning("writes are refused on this Galera node: without tablesocket_galera_writes=ON they "
+                  "would not be replicated to the other nodes; reads are served");
+    return galera_refusal("writes are refused on a Galera node (wsrep_on): start the server with "
+                          "tablesocket_galera_writes=ON to replicate them (experimental), or write "
+                          "through SQL");
+  }
   thd->variables.wsrep_on = true;
   if (thd->wsrep_cs().state() == wsrep::client_state::s_none) wsrep_open(thd);
   if (thd->wsrep_cs().state() == wsrep::client_state::s_none)
@@ -111,6 +134,36 @@ Store_status Mariadb_store::galera_begin_write() {
   }
 #endif
   return {};
+}
+
+bool Mariadb_store::galera_take_table_locks() {
+#ifdef WITH_WSREP
+  /* The tables' metadata locks belong to owner_, which is no wsrep client: a replicated DDL
+     (total order isolation) that needs one could not abort the batch holding it, while the batch's
+     commit waits for that DDL in the cluster's commit order - the node hung, and the cluster with
+     it. So the batch THD takes shared-write locks on the tables it wrote (for the transaction, as
+     SQL's statements do) and the worker closes them: a DDL now meets the wsrep client, which
+     Galera aborts (or replays after it). A DDL already waiting for a table makes the batch yield:
+     false (the caller rolls it back). */
+  for (uint32_t n : written_slots_) {
+    Table_slot &s = slots_[n];
+    if (!s.table) continue;
+    galera_mdl_.emplace_back();
+    MDL_request &r = galera_mdl_.back();
+    MDL_REQUEST_INIT(&r, MDL_key::TABLE, s.db.c_str(), s.name.c_str(), MDL_SHARED_WRITE, MDL_TRANSACTION);
+    if (thd_->mdl_context.try_acquire_lock(&r) || !r.ticket) {
+      clear_diagnostics();
+      return false;
+    }
+  }
+#endif
+  return true;
+}
+
+void Mariadb_store::galera_release_table_locks(THD *thd) {
+  if (galera_mdl_.empty()) return;
+  thd->mdl_context.release_transactional_locks(thd);
+  galera_mdl_.clear();
 }
 
 bool Mariadb_store::galera_replicating(THD *thd) {

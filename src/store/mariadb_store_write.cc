@@ -251,10 +251,10 @@ bool Mariadb_store::end_write(Table_slot &s, bool ok) {
   thd_->lock = nullptr;
   thd_->count_cuted_fields = CHECK_FIELD_IGNORE;
   thd_->abort_on_warning = false;
-  if (thd_->transaction_rollback_request) {
-    /* The engine rolled back the whole transaction (e.g. a deadlock): every write this batch already
-       answered is gone. Start over in a fresh transaction; the worker closes the connections whose
-       answers would now be false. */
+  if (thd_->transaction_rollback_request || !(thd_->variables.option_bits & OPTION_BEGIN)) {
+    /* The engine rolled back the whole transaction (e.g. a deadlock), or the server did (Galera's
+       wsrep_max_ws_rows): every write this batch already answered is gone. Start over in a fresh
+       transaction; the worker closes the connections whose answers would now be false. */
     trans_rollback(thd_);
     galera_end_command(thd_);  // a Galera transaction aborted for a conflict ends here too
     thd_->transaction_rollback_request = false;

@@ -309,6 +309,9 @@ bool wait_for_server_start(const std::atomic<bool> &stop);
 
 /* Creates the MariaDB-backed store for the calling worker thread (attaches a THD to it).
    Returns nullptr and logs when the thread cannot be set up. */
+/* tablesocket_galera_writes: on a Galera node, replicate writes (true) or refuse them (false). */
+void set_galera_writes(bool on);
+
 std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name,
                                           const char *charset, unsigned privilege_check_interval_ms,
                                           uint64_t max_batch_rows, bool commit_overlap);

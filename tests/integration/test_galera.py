@@ -1,4 +1,5 @@
-"""tablesocket on a Galera cluster: its writes replicate through wsrep like SQL's.
+"""tablesocket on a Galera cluster: with tablesocket_galera_writes=ON its writes replicate through
+wsrep like SQL's; without it (the default) they are refused with a clear error.
 
 Two nodes on loopback (Debian's galera-4 provider): node 1 bootstraps the cluster (with
 pc.weight=2, so it keeps quorum alone), node 2 joins it by a mysqldump state transfer. A batch
@@ -39,7 +40,8 @@ pytestmark = [
 
 
 def _common(gport: int) -> list[str]:
-    return ["--wsrep-on=ON", f"--wsrep-provider={PROVIDER}", "--binlog-format=ROW",
+    return ["--tablesocket-galera-writes=ON",
+            "--wsrep-on=ON", f"--wsrep-provider={PROVIDER}", "--binlog-format=ROW",
             "--innodb-autoinc-lock-mode=2", f"--wsrep-node-address=127.0.0.1:{gport}",
             "--wsrep-sst-method=mysqldump", "--wsrep-sst-auth=root:"]
 
@@ -307,3 +309,59 @@ def test_ddl_from_the_other_node_is_applied_past_open_tablesocket_tables(cluster
         w.close()
     assert _synced_rows(n2, "SELECT id, v, extra FROM gd ORDER BY id") == [
         ("1", "a", "7"), ("2", "b", "7"), ("3", "c", "7"), ("4", "d", "7")]
+
+
+def test_batches_stay_under_wsrep_max_ws_rows(cluster):
+    """A batch is one write set: past wsrep_max_ws_rows the server rolled back all of it, and the
+    writes acknowledged before were lost (10 of a 50-insert burst were answered and none existed).
+    A batch now ends before it gets there; the rest run in the next batches."""
+    n1, n2 = cluster
+    n2.exec_sql("CREATE TABLE gws (id int primary key, v varchar(10)) ENGINE=InnoDB")
+    _wait(lambda: n1.sql("SHOW TABLES LIKE 'gws'"), 30, "the table on node 1")
+    n2.exec_sql("SET GLOBAL wsrep_max_ws_rows = 10", db=None)
+    try:
+        with h.hs_open(n2.hs_port_wr, "gws", "id,v") as w:
+            burst = b"".join(hs_line(1, "+", 2, str(i), "b") for i in range(1, 51))
+            assert w.request(burst, timeout=30) == b"0\t1\n" * 50
+        c = McConn(n2.mc_port)
+        try:
+            c.send(b"".join(b"set gws%d 0 0 1\r\nx\r\n" % i for i in range(30)))
+            c.expect(b"STORED\r\n" * 30, timeout=30)
+        finally:
+            c.close()
+    finally:
+        n2.exec_sql("SET GLOBAL wsrep_max_ws_rows = 0", db=None)
+    assert _synced_rows(n1, "SELECT COUNT(*) FROM gws") == [("50",)]
+    assert _synced_rows(n1, "SELECT COUNT(*) FROM kv WHERE k LIKE 'gws%'") == [("30",)]
+
+
+@pytest.fixture(scope="module")
+def lone_node(request):
+    """A one-node cluster without tablesocket_galera_writes."""
+    g, = free_ports(1)
+    args = ["--wsrep-on=ON", f"--wsrep-provider={PROVIDER}", "--wsrep-cluster-address=gcomm://",
+            f"--wsrep-provider-options=base_port={g};gmcast.listen_addr=tcp://127.0.0.1:{g}",
+            "--binlog-format=ROW", "--innodb-autoinc-lock-mode=2", f"--wsrep-node-address=127.0.0.1:{g}"]
+    with h.private_server(request, "galera-lone", args) as srv:
+        srv.exec_sql("CREATE TABLE gl (id int primary key, v varchar(10)) ENGINE=InnoDB")
+        srv.exec_sql("INSERT INTO gl VALUES (1, 'one')")
+        yield srv
+
+
+def test_without_galera_writes_writes_are_refused_and_reads_served(lone_node):
+    """By default a Galera node refuses tablesocket's writes (they would commit on this node only,
+    as Debian's handlersocket.so's do) with a message naming the option; reads are served."""
+    want = (b"writes are refused on a Galera node (wsrep_on): start the server with "
+            b"tablesocket_galera_writes=ON to replicate them (experimental), or write through SQL")
+    before = _replicated(lone_node)
+    with h.hs_open(lone_node.hs_port_wr, "gl", "id,v") as w:
+        assert w.request(hs_line(1, "+", 2, "2", "two")) == b"1\t1\t" + want + b"\n"
+        assert w.request(hs_line(1, "=", 1, "1", 1, 0, "D")) == b"1\t1\t" + want + b"\n"
+        assert w.request(hs_line(1, "=", 1, "1")) == b"0\t2\t1\tone\n"
+    c = McConn(lone_node.mc_port)
+    try:
+        c.request("set glk 0 0 1\r\nx\r\n", b"SERVER_ERROR " + want + b"\r\n")
+    finally:
+        c.close()
+    assert lone_node.sql("SELECT id, v FROM gl") == [("1", "one")]
+    assert _replicated(lone_node) == before
