@@ -136,9 +136,8 @@ MYSQL_SYSVAR_BOOL(commit_overlap, sv_commit_overlap, PLUGIN_VAR_READONLY,
 MYSQL_SYSVAR_BOOL(galera_writes, sv_galera_writes, PLUGIN_VAR_READONLY,
                   "On a Galera cluster node (wsrep_on): OFF (the default) refuses writes with an error, "
                   "since they would otherwise commit on this node only; ON makes each batch that writes "
-                  "a wsrep transaction, replicated in the cluster's order (experimental: a replicated "
-                  "DDL of a table this node's workers are writing can stall the node and, by flow "
-                  "control, the cluster). Without Galera it has no effect.",
+                  "a wsrep transaction, certified and replicated in the cluster's order, as an SQL "
+                  "transaction is (new, experimental). Without Galera it has no effect.",
                   nullptr, nullptr, false);
 MYSQL_SYSVAR_UINT(ddl_check_interval, sv_ddl_check_interval, PLUGIN_VAR_READONLY,
                   "Milliseconds between checks for DDL or FLUSH TABLES waiting on a table a worker "

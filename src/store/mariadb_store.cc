@@ -543,9 +543,13 @@ bool Mariadb_store::commit_thd(THD *thd, bool wrote, MDL_ticket *const backup_lo
     lost = wrote;
     trans_rollback(thd);
   }
-  galera_end_command(thd);  // a replicated batch's wsrep command ends with its commit
+  /* Transaction-duration metadata locks (a replicated batch's, see galera_take_table_locks) end
+     with the transaction, as SQL releases them, before the wsrep command ends: that may replay a
+     transaction Galera aborted after certification, behind a replicated DDL that needs them. */
   thd->variables.option_bits &= ~OPTION_BEGIN;
   thd->server_status &= ~SERVER_STATUS_IN_TRANS;
+  thd->mdl_context.release_transactional_locks(thd);
+  galera_end_command(thd);  // a replicated batch's wsrep command ends with its commit
   for (int i = 0; i < 2; ++i)
     if (backup_locks[i]) thd->mdl_context.release_lock(backup_locks[i]);
   clear_diagnostics(thd);

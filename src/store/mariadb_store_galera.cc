@@ -162,7 +162,7 @@ bool Mariadb_store::galera_take_table_locks() {
 
 void Mariadb_store::galera_release_table_locks(THD *thd) {
   if (galera_mdl_.empty()) return;
-  thd->mdl_context.release_transactional_locks(thd);
+  thd->mdl_context.release_transactional_locks(thd);  // commit_thd() did, unless it did not run
   galera_mdl_.clear();
 }
 

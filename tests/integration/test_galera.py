@@ -311,6 +311,61 @@ def test_ddl_from_the_other_node_is_applied_past_open_tablesocket_tables(cluster
         ("1", "a", "7"), ("2", "b", "7"), ("3", "c", "7"), ("4", "d", "7")]
 
 
+def _writer(port: int, table: str, start: int, stop: threading.Event, acked: list, lock: threading.Lock) -> None:
+    """One HS insert at a time, as long as asked; records acknowledged ids. A closed connection
+    (a batch that lost to the DDL) reconnects."""
+    k = start
+    while not stop.is_set():
+        try:
+            w = h.hs_open(port, table, "id,v")
+        except OSError:
+            time.sleep(0.05)
+            continue
+        try:
+            while not stop.is_set():
+                k += 1
+                reply = w.request(hs_line(1, "+", 2, str(k), "w"), timeout=20)
+                if reply == b"0\t1\n":
+                    with lock:
+                        acked.append(k)
+        except (EOFError, ConnectionError, OSError, TimeoutError, socket.timeout):
+            pass
+        finally:
+            w.close()
+
+
+@pytest.mark.parametrize("ddl_node", [0, 1])
+def test_ddl_on_a_table_being_written_is_applied_and_writes_go_on(cluster, ddl_node):
+    """A replicated ALTER of a table node 2's workers are writing: the batch that meets it yields
+    (its metadata locks are the wsrep client's, released before Galera replays it behind the DDL).
+    Before, node 2's applier waited forever "to execute in isolation" behind a worker replaying its
+    batch while holding the table's lock, and flow control stalled the whole cluster."""
+    n1, n2 = cluster
+    tbl = f"gw{ddl_node}"
+    n1.exec_sql(f"CREATE TABLE {tbl} (id int primary key, v varchar(10)) ENGINE=InnoDB")
+    _wait(lambda: n2.sql(f"SHOW TABLES LIKE '{tbl}'"), 30, "the table on node 2")
+    stop, lock, acked = threading.Event(), threading.Lock(), []
+    threads = [threading.Thread(target=_writer, args=(n2.hs_port_wr, tbl, i * 1_000_000, stop, acked, lock))
+               for i in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(1.0)
+        for i, col in enumerate(("c1", "c2", "c3")):
+            (n1, n2)[ddl_node].exec_sql(f"ALTER TABLE {tbl} ADD COLUMN {col} int")
+            _wait(lambda: col in [r[0] for r in n2.sql(f"SHOW COLUMNS FROM {tbl}")], 30, f"ALTER {i} on node 2")
+            _wait(lambda: col in [r[0] for r in n1.sql(f"SHOW COLUMNS FROM {tbl}")], 30, f"ALTER {i} on node 1")
+            before = len(acked)
+            _wait(lambda: len(acked) > before + 5, 30, "writes after the ALTER")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    ids = {int(r[0]) for r in _synced_rows(n1, f"SELECT id FROM {tbl}")}
+    assert set(acked) <= ids, sorted(set(acked) - ids)[:10]
+    assert _synced_rows(n1, f"SELECT COUNT(*) FROM {tbl}") == _synced_rows(n2, f"SELECT COUNT(*) FROM {tbl}")
+
+
 def test_batches_stay_under_wsrep_max_ws_rows(cluster):
     """A batch is one write set: past wsrep_max_ws_rows the server rolled back all of it, and the
     writes acknowledged before were lost (10 of a 50-insert burst were answered and none existed).
