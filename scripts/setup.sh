@@ -82,9 +82,10 @@ if [ ! -f "$pkg_stamp" ]; then
     libcurl4-openssl-dev libkrb5-dev libedit-dev libzstd-dev liblz4-dev dpkg-dev \
     python3 python3-venv python3-pip perl libperl-dev libdbi-perl libdbd-mariadb-perl \
     libmariadb-dev openssl procps iproute2 libmemcached-tools netcat-openbsd memcached \
-    redis-server python3-matplotlib util-linux \
+    redis-server python3-matplotlib util-linux galera-4 \
     python3-pylibmc libcache-memcached-perl libcache-memcached-fast-perl php-cli php-memcached \
     ruby ruby-dalli >/dev/null
+  # galera-4: the provider test_galera.py runs a two-node cluster with (mariadb-server needs it too).
   # The last line: third-party memcached clients for tests/integration/test_mc_clients.py.
   # memcached and redis-server are only the tests' and the benchmark's references (bench/run.py
   # starts private ones): their system services must not hold 11211 / 6379.

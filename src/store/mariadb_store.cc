@@ -93,7 +93,6 @@ THD *Mariadb_store::new_thd(const char *thread_name) {
   thd->variables.binlog_format = BINLOG_FORMAT_ROW;
   lex_start(thd);
   set_no_wait_row_locks(thd);
-  warn_rollback_on_timeout(thd);
   return thd;
 }
 
@@ -107,6 +106,7 @@ bool Mariadb_store::attach(const char *thread_name, const char *charset) {
   worker_stack_ = &stack_anchor;  // near the top of this thread's stack, as THD::thread_stack wants
   batch_info_ = std::string(thread_name) + " batches";
   owner_ = new_thd(thread_name);
+  if (owner_) warn_rollback_on_timeout(owner_);
   if (owner_) batch_thds_[0] = new_thd(batch_info_.c_str());
   if (owner_ && batch_thds_[0] && commit_overlap_) batch_thds_[1] = new_thd(batch_info_.c_str());
   if (!owner_ || !batch_thds_[0] || (commit_overlap_ && !batch_thds_[1])) {
@@ -455,7 +455,7 @@ Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
     batch_lost_writes_ = false;
     batch_other_engines_ = false;
     batch_isolation_set_ = false;
-    binlog_cache_full_ = false;
+    batch_full_ = false;
   }
   {
     /* Only InnoDB batches are handed to the commit thread (Aria and MyISAM keep per-handler
@@ -564,9 +564,7 @@ Store_status Mariadb_store::lock_failed() {
      whose protocol can carry it; HandlerSocket's answer stays its own "lock_tables". */
   last_error_ = thd_->get_stmt_da()->is_error() ? thd_->get_stmt_da()->message() : "cannot lock the table";
   clear_diagnostics();
-  Store_status st = Store_status::of(Store_errc::lock_failed);
-  st.message = last_error_;
-  return st;
+  return with_last_error(Store_errc::lock_failed);
 }
 
 bool Mariadb_store::can_hand_off() const {
@@ -615,7 +613,7 @@ bool Mariadb_store::end_batch() {
   for (uint32_t n : galera_close) close_slot(slots_[n]);
   in_batch_ = false;
   rows_examined_ = 0;
-  binlog_cache_full_ = false;
+  batch_full_ = false;
   for (uint32_t n : written_slots_) {
     Table_slot &w = slots_[n];
     w.written = w.written_blind = false;
@@ -646,7 +644,7 @@ bool Mariadb_store::end_batch() {
      thread's (if any) first. */
   if (batch_wrote_) wait_commit_done();
   if (commit_thd(thd_, batch_wrote_, backup_locks)) batch_lost_writes_ = true;
-  galera_release_table_locks(thd_);
+  galera_mdl_.clear();  // their tickets: released by commit_thd()
   return false;
 }
 

@@ -139,7 +139,7 @@ class Mariadb_store final : public Store {
   bool killed() override;
   size_t open_table_count() const override { return open_tables_; }
   uint64_t reads_of_written_tables() const override { return reads_of_written_; }
-  bool batch_budget_spent() const override { return rows_examined_ >= max_batch_rows_ || binlog_cache_full_; }
+  bool batch_budget_spent() const override { return rows_examined_ >= max_batch_rows_ || batch_full_; }
 
  protected:
   void release_slot(uint32_t slot) override;
@@ -268,7 +268,6 @@ class Mariadb_store final : public Store {
   static void galera_end_command(THD *thd);
   static bool galera_replicating(THD *thd);
   bool galera_take_table_locks();
-  void galera_release_table_locks(THD *thd);
   std::deque<MDL_request> galera_mdl_;  // the batch THD's table locks for a replicated commit
   static void galera_close(THD *thd);
   /* The code failed_write() takes for a status from a nested step (0 when it succeeded). */
@@ -293,11 +292,18 @@ class Mariadb_store final : public Store {
   /* kBadValue with the server's message when t has triggers for event (they would not run). */
   int refuse_triggers(TABLE *t, int event);
   int row_rejected();  // kBadValue, last_error_ = the server's message (or a generic one)
-  /* bad_value carrying last_error_ as its message. */
-  Store_status bad_value_status() const {
-    Store_status st = Store_status::of(Store_errc::bad_value);
+  /* errc carrying last_error_ as its message. */
+  Store_status with_last_error(Store_errc errc) const {
+    Store_status st = Store_status::of(errc);
     st.message = last_error_;
     return st;
+  }
+  Store_status bad_value_status() const { return with_last_error(Store_errc::bad_value); }
+  /* True, with last_error_ = the server's message, when the statement raised an error. */
+  bool take_stmt_error() {
+    if (!thd_->is_error()) return false;
+    last_error_ = thd_->get_stmt_da()->message();
+    return true;
   }
   Store_status rejected_status() {  // row_rejected() as a status
     row_rejected();
@@ -351,7 +357,9 @@ class Mariadb_store final : public Store {
   bool batch_wrote_ = false;
   bool batch_lost_writes_ = false;
   bool batch_other_engines_ = false;  // a table of another engine than InnoDB took part
-  bool binlog_cache_full_ = false;    // a request waits for a batch with room in its binlog cache
+  /* A request waits for the next batch: this one's binary log cache (max_binlog_cache_size) or
+     write set (wsrep_max_ws_rows) has no room for it. */
+  bool batch_full_ = false;
   std::vector<uint32_t> written_slots_;  // slots written in the current batch
   uint64_t reads_of_written_ = 0;
   Table_slot *write_slot_ = nullptr;  // the slot the current write statement writes

@@ -90,11 +90,7 @@ Store_status Mariadb_store::deny(std::string message) {
   return denied_by_last_error();
 }
 
-Store_status Mariadb_store::denied_by_last_error() {
-  Store_status st = Store_status::of(Store_errc::access_denied);
-  st.message = last_error_;
-  return st;
-}
+Store_status Mariadb_store::denied_by_last_error() { return with_last_error(Store_errc::access_denied); }
 
 bool Mariadb_store::rebuild_context(Mariadb_principal &p) {
   /* acl_getroot points the context's user/host/ip at our strings (we own them). */

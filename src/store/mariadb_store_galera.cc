@@ -76,9 +76,7 @@ const char kNotReady[] =
 
 Store_status Mariadb_store::galera_refusal(const char *why) {
   last_error_ = why;
-  Store_status st = Store_status::of(Store_errc::not_replicated);
-  st.message = last_error_;
-  return st;
+  return with_last_error(Store_errc::not_replicated);
 }
 
 Store_status Mariadb_store::galera_check_ready() {
@@ -104,7 +102,7 @@ Store_status Mariadb_store::galera_begin_write() {
     /* A write set over wsrep_max_ws_rows fails as a whole: a request that could take this batch's
        there runs in the next batch instead (the worker ends this one). */
     if (wsrep_max_ws_rows && batch_wrote_ && thd->wsrep_affected_rows >= wsrep_max_ws_rows) {
-      binlog_cache_full_ = true;
+      batch_full_ = true;
       return Store_status::of(Store_errc::table_busy);
     }
     return {};  // this batch's transaction replicates already
@@ -158,12 +156,6 @@ bool Mariadb_store::galera_take_table_locks() {
   }
 #endif
   return true;
-}
-
-void Mariadb_store::galera_release_table_locks(THD *thd) {
-  if (galera_mdl_.empty()) return;
-  thd->mdl_context.release_transactional_locks(thd);  // commit_thd() did, unless it did not run
-  galera_mdl_.clear();
 }
 
 bool Mariadb_store::galera_replicating(THD *thd) {

@@ -77,11 +77,7 @@ Store_status Mariadb_store::kv_set_row(TABLE *t, const Open_index &idx, const Kv
     f->set_notnull();
     f->store(longlong(v), true);
     f->set_has_explicit_value();
-    if (thd_->is_error()) {
-      last_error_ = thd_->get_stmt_da()->message();
-      return bad_value_status();
-    }
-    return {};
+    return take_stmt_error() ? bad_value_status() : Store_status{};
   };
   if (req.set_flags && layout.flags >= 0 && !(st = store_number(layout.flags, req.flags)).ok()) return st;
   if (layout.cas >= 0 && !(st = store_number(layout.cas, req.new_cas)).ok()) return st;

@@ -227,7 +227,7 @@ bool Mariadb_store::binlog_cache_full() {
   if (!batch_wrote_ || !thd_->get_stmt_da()->is_error()) return false;
   const uint e = thd_->get_stmt_da()->sql_errno();
   if (e != ER_TRANS_CACHE_FULL && e != ER_STMT_CACHE_FULL) return false;
-  binlog_cache_full_ = true;
+  batch_full_ = true;
   return true;
 }
 
@@ -277,11 +277,7 @@ Store_status Mariadb_store::store_value(Field *f, const Datum &v) {
     push_warning_printf(thd_, Sql_condition::WARN_LEVEL_WARN, ER_WARNING_NON_DEFAULT_VALUE_FOR_GENERATED_COLUMN,
                         ER_THD(thd_, ER_WARNING_NON_DEFAULT_VALUE_FOR_GENERATED_COLUMN), f->field_name.str,
                         f->table->s->table_name.str);
-    if (thd_->is_error()) {
-      last_error_ = thd_->get_stmt_da()->message();
-      return bad_value_status();
-    }
-    return {};
+    return take_stmt_error() ? bad_value_status() : Store_status{};
   }
   /* sql_mode EMPTY_STRING_IS_NULL: SQL reads the literal '' as NULL. */
   if (v.is_null() || (v.len == 0 && (thd_->variables.sql_mode & MODE_EMPTY_STRING_IS_NULL))) {
@@ -294,11 +290,7 @@ Store_status Mariadb_store::store_value(Field *f, const Datum &v) {
     f->store(v.ptr, v.len, client_cs_);
   }
   f->set_has_explicit_value();
-  if (thd_->is_error()) {
-    last_error_ = thd_->get_stmt_da()->message();
-    return bad_value_status();
-  }
-  return {};
+  return take_stmt_error() ? bad_value_status() : Store_status{};
 }
 
 int Mariadb_store::write_error_code(const Store_status &st) {
@@ -309,9 +301,7 @@ int Mariadb_store::write_error_code(const Store_status &st) {
 
 Store_status Mariadb_store::commit_failed() {
   if (retry_next_batch_) return Store_status::of(Store_errc::table_busy);
-  Store_status st = Store_status::of(Store_errc::commit_failed);
-  st.message = last_error_;
-  return st;
+  return with_last_error(Store_errc::commit_failed);
 }
 
 Store_status Mariadb_store::failed_write(Table_slot &s, int handler_error) {
@@ -490,16 +480,11 @@ Mariadb_store::Arith Mariadb_store::add_to_field(Field *f, const Datum &v, bool 
      decimals, DOUBLE with any double or string. Storing the result refuses (strict mode) or clips
      a value outside the column, as SQL's UPDATE does. */
   const Delta d = parse_delta(v.ptr, v.len);
-  auto fail_if_error = [&]() {
-    if (!thd_->is_error()) return false;
-    last_error_ = thd_->get_stmt_da()->message();
-    return true;
-  };
   auto truncated_double = [&]() {
     ErrConvString bad(v.ptr, v.len, &my_charset_bin);
     push_warning_printf(thd_, Sql_condition::WARN_LEVEL_WARN, ER_TRUNCATED_WRONG_VALUE,
                         ER_THD(thd_, ER_TRUNCATED_WRONG_VALUE), "DOUBLE", bad.ptr());
-    return fail_if_error();
+    return take_stmt_error();
   };
   if (d.kind == Delta::garbage && truncated_double()) return Arith::failed;
   enum class Lit { signed_int, unsigned_int, decimal, real } lit;
@@ -535,12 +520,12 @@ Mariadb_store::Arith Mariadb_store::add_to_field(Field *f, const Datum &v, bool 
       snprintf(what, sizeof what, "`%s` %c %s%llu", f->field_name.str, subtract ? '-' : '+',
                d.negative ? "-" : "", (unsigned long long)d.magnitude);
       my_error(ER_DATA_OUT_OF_RANGE, MYF(0), result_unsigned ? "BIGINT UNSIGNED" : "BIGINT", what);
-      fail_if_error();
+      take_stmt_error();
       return Arith::failed;
     }
     if (result_unsigned) f->store(longlong(ulonglong(res)), true);
     else f->store(longlong(res), false);
-    return fail_if_error() ? Arith::failed : Arith::stored;
+    return take_stmt_error() ? Arith::failed : Arith::stored;
   }
   if (col != Col::real && lit != Lit::real) {
     my_decimal cur, op, res;
@@ -556,7 +541,7 @@ Mariadb_store::Arith Mariadb_store::add_to_field(Field *f, const Datum &v, bool 
     if (subtract && !my_decimal_is_zero(&cur) && !my_decimal_is_zero(&res) && cur.sign() != res.sign())
       return Arith::sign_flip;
     f->store_decimal(&res);
-    return fail_if_error() ? Arith::failed : Arith::stored;
+    return take_stmt_error() ? Arith::failed : Arith::stored;
   }
   double op;
   if (d.kind == Delta::integer) {
@@ -573,7 +558,7 @@ Mariadb_store::Arith Mariadb_store::add_to_field(Field *f, const Datum &v, bool 
   const double res = negative_operand ? cur - op : cur + op;
   if (subtract && ((cur < 0 && res > 0) || (cur > 0 && res < 0))) return Arith::sign_flip;
   f->store(res);
-  return fail_if_error() ? Arith::failed : Arith::stored;
+  return take_stmt_error() ? Arith::failed : Arith::stored;
 }
 
 int Mariadb_store::modify_row(TABLE *t, const Open_index &idx, const Modify_request &mod) {

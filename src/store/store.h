@@ -270,8 +270,9 @@ class Store {
      then ends the batch (commits, lets DDL through) and runs the remaining requests in the next
      one, so one client's scans delay the others by about one request, not a pipeline of them. */
   virtual bool batch_budget_spent() const = 0;
-  /* Counts reads of a table the current batch has written (in an earlier request, by any
-     connection): such a read may have seen writes not committed yet. The worker holds the reader's
+  /* Counts reads that may have seen the current batch's writes, not committed yet (by any
+     connection, in an earlier request): reads that returned a row the batch inserted or changed,
+     or read a table in which it deleted a row or changed a key. The worker holds such a reader's
      replies until the batch's commit is done, as a writer's, so no client sees a write that is
      then rolled back (a failed commit, a lost Galera certification). */
   virtual uint64_t reads_of_written_tables() const = 0;
@@ -307,11 +308,11 @@ inline void Open_index::reset() {
    before InnoDB recovery and the binlog are ready). Returns false if stop became true first. */
 bool wait_for_server_start(const std::atomic<bool> &stop);
 
-/* Creates the MariaDB-backed store for the calling worker thread (attaches a THD to it).
-   Returns nullptr and logs when the thread cannot be set up. */
 /* tablesocket_galera_writes: on a Galera node, replicate writes (true) or refuse them (false). */
 void set_galera_writes(bool on);
 
+/* Creates the MariaDB-backed store for the calling worker thread (attaches a THD to it).
+   Returns nullptr and logs when the thread cannot be set up. */
 std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name,
                                           const char *charset, unsigned privilege_check_interval_ms,
                                           uint64_t max_batch_rows, bool commit_overlap);
