@@ -47,5 +47,8 @@ class Mc_containers {
   Open_index containers_idx_, options_idx_;
 };
 
+/* "@@name" or "@@name.key": the key names a container (MySQL's plugin's syntax). */
+inline bool names_container(std::string_view key) { return key.size() > 2 && key[0] == '@' && key[1] == '@'; }
+
 }  // namespace tablesocket
 #endif

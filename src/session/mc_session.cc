@@ -108,8 +108,6 @@ class Recache_tokens {
   std::atomic<size_t> total_{0};  // entries in all shards
 };
 
-/* "@@name" or "@@name.key": the key names a container (MySQL's plugin's syntax). */
-bool names_container(std::string_view key) { return key.size() > 2 && key[0] == '@' && key[1] == '@'; }
 
 }  // namespace
 
@@ -130,6 +128,13 @@ int64_t Mc_session::absolute_expiry(int32_t exptime) const {
   if (exptime < 0) return 1;  // already expired, as memcached treats a negative exptime
   if (exptime <= kRelativeExptimeMax) return now + exptime;
   return exptime;
+}
+
+int64_t Mc_session::absolute_expiry_u32(uint32_t exptime) const {
+  /* memcached's binary exptime is unsigned: no "already expired" negative values; a time beyond
+     2038 is a unix time like any other above 30 days. */
+  if (exptime <= uint32_t(INT32_MAX)) return absolute_expiry(int32_t(exptime));
+  return int64_t(exptime);
 }
 
 Mc_session::Open_container *Mc_session::open_container(const Mc_container &c, Store_status *st) {
@@ -387,13 +392,12 @@ void Mc_session::drop_refused_item(std::string_view key) {
   write(*oc, kr, &res);
 }
 
-Mc_session::Exec Mc_session::server_error(const Store_status &st, Byte_buffer &out, bool noreply) {
-  if ((st.errc == Store_errc::table_busy || st.errc == Store_errc::row_locked) &&
-      may_wait_longer(cfg_.lock_wait_timeout_ms))
-    return Exec::park;
-  counters_.add(counters_.errors);
-  if (st.errc == Store_errc::access_denied) counters_.add(counters_.access_denied);
-  if (noreply) return Exec::done;
+bool Mc_session::waits_for_lock(const Store_status &st) {
+  return (st.errc == Store_errc::table_busy || st.errc == Store_errc::row_locked) &&
+         may_wait_longer(cfg_.lock_wait_timeout_ms);
+}
+
+std::string Mc_session::error_message(const Store_status &st) {
   std::string msg;
   switch (st.errc) {
     case Store_errc::table_open_failed: msg = "no such container table (check the containers configuration)"; break;
@@ -426,15 +430,33 @@ Mc_session::Exec Mc_session::server_error(const Store_status &st, Byte_buffer &o
   }
   for (char &c : msg)
     if (c == '\r' || c == '\n') c = ' ';
+  return msg;
+}
+
+void Mc_session::count_failure(const Store_status &st) {
+  counters_.add(counters_.errors);
+  if (st.errc == Store_errc::access_denied) counters_.add(counters_.access_denied);
+}
+
+Mc_session::Exec Mc_session::server_error(const Store_status &st, Byte_buffer &out, bool noreply) {
+  if (waits_for_lock(st)) return Exec::park;
+  count_failure(st);
+  if (noreply) return Exec::done;
   /* A missing privilege is the client's problem, as memcached words it; the rest is the server's. */
   if (st.errc == Store_errc::access_denied)
-    mc::encode_client_error(out, msg);
+    mc::encode_client_error(out, error_message(st));
   else
-    mc::encode_server_error(out, msg);
+    mc::encode_server_error(out, error_message(st));
   return Exec::done;
 }
 
 Session_outcome Mc_session::run(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) {
+  if (!negotiated_ && !in.empty()) {
+    /* memcached chooses the protocol by a connection's first byte, once. */
+    binary_ = mc::starts_binary_request(in.data(), in.size());
+    negotiated_ = true;
+  }
+  if (binary_) return run_binary(in, out, max_requests);
   mc::Mc_limits limits;
   limits.max_value_size = uint32_t(cfg_.mc_max_value_size);
   limits.max_keys = cfg_.max_tokens;
@@ -447,19 +469,6 @@ Session_outcome Mc_session::run(Byte_buffer &in, Byte_buffer &out, unsigned max_
     in.consume(parked_len_);
     ++done;
     if (e == Exec::close) return Session_outcome::close;
-  }
-  if (!negotiated_ && !in.empty()) {
-    /* memcached chooses the protocol by a connection's first byte: a binary client gets a binary
-       "not supported" instead of waiting for a text reply that would never come. */
-    if (mc::starts_binary_request(in.data(), in.size())) {
-      if (in.size() < mc::kBinaryHeaderLength) return Session_outcome::idle;
-      counters_.add(counters_.protocol_errors);
-      mc::encode_binary_not_supported(out, in.data(),
-                                      "binary protocol not supported: use the text or meta protocol");
-      in.clear();
-      return Session_outcome::close;
-    }
-    negotiated_ = true;
   }
   while (!in.empty()) {
     if (swallow_) {
@@ -732,13 +741,26 @@ Mc_session::Exec Mc_session::exec_simple_write(const Mc_request &rq, Byte_buffer
 }
 
 Mc_session::Exec Mc_session::exec_flush(const Mc_request &rq, Byte_buffer &out) {
-  /* flush_all: deletes every row of the connection's container table (one transaction, logged
-     and replicated as row deletions). flush_all <delay>: every row expires <delay> seconds from
-     now instead (needs an expiry column). */
+  bool needs_expiry = false;
+  Store_status st = flush_container(rq.has_delay && rq.delay > 0 ? absolute_expiry(rq.delay) : 0, &needs_expiry);
+  if (needs_expiry) {
+    if (!rq.noreply) mc::encode_client_error(out, "flush_all with a delay needs an expiry column");
+    return Exec::done;
+  }
+  if (!st.ok()) return server_error(st, out, rq.noreply);
+  if (!rq.noreply) mc::encode_reply(out, Mc_reply::ok);
+  return Exec::done;
+}
+
+Store_status Mc_session::flush_container(int64_t expire_at, bool *needs_expiry) {
+  /* No time: deletes every row of the connection's container table (one transaction, logged and
+     replicated as row deletions). A time: every row expires then instead (needs an expiry
+     column). */
+  *needs_expiry = false;
   std::string_view row_key;
   Store_status st;
   Open_container *oc = resolve(std::string_view(), &row_key, &st);
-  if (!oc) return server_error(st, out, rq.noreply);
+  if (!oc) return st;
   Datum from{"", 0};
   Find_request fr;
   fr.op = Find_op::ge;
@@ -754,11 +776,11 @@ Mc_session::Exec Mc_session::exec_flush(const Mc_request &rq, Byte_buffer &out) 
     void cancel() override {}
     bool would_overflow() const override { return false; }
   } sink;
-  if (rq.has_delay && rq.delay > 0) {
+  if (expire_at > 0) {
     const Kv_layout &l = oc->def.layout;
     if (l.expiry < 0) {
-      if (!rq.noreply) mc::encode_client_error(out, "flush_all with a delay needs an expiry column");
-      return Exec::done;
+      *needs_expiry = true;
+      return {};
     }
     /* An index whose only column is the expiry column, so U changes just that. */
     Open_index exp_idx;
@@ -771,10 +793,10 @@ Mc_session::Exec Mc_session::exec_flush(const Mc_request &rq, Byte_buffer &out) 
     spec.for_write = true;
     spec.principal = principal_;
     st = store_.open_index(spec, exp_idx);
-    if (!st.ok()) return server_error(st, out, rq.noreply);
+    if (!st.ok()) return st;
     /* Rows that never expire, or would expire later than the flush, expire at the flush; rows
        due sooner (or already expired) keep their earlier expiry. */
-    std::string when = std::to_string(absolute_expiry(rq.delay));
+    std::string when = std::to_string(expire_at);
     Modify_request mr;
     mr.op = Modify_op::update;
     Datum v{when.data(), when.size()};
@@ -798,14 +820,13 @@ Mc_session::Exec Mc_session::exec_flush(const Mc_request &rq, Byte_buffer &out) 
     mr.op = Modify_op::remove;
     st = store_.modify(oc->idx, fr, mr, sink, &n);
   }
-  if (!st.ok()) return server_error(st, out, rq.noreply);
-  wrote_in_batch = true;
-  if (!rq.noreply) mc::encode_reply(out, Mc_reply::ok);
-  return Exec::done;
+  if (st.ok()) wrote_in_batch = true;
+  return st;
 }
 
-Mc_session::Exec Mc_session::exec_stats(const Mc_request &rq, Byte_buffer &out) {
-  if (rq.nstats_args == 0) {
+Mc_session::Stats_kind Mc_session::collect_stats(std::string_view arg, std::vector<Stat> *stats) {
+  auto add = [&](const char *name, std::string value) { stats->push_back(Stat{name, std::move(value)}); };
+  if (arg.empty()) {
     /* Server-wide figures (every worker, both protocols' connections), as memcached's are
        process-wide. */
     Counters sum;
@@ -814,39 +835,46 @@ Mc_session::Exec Mc_session::exec_stats(const Mc_request &rq, Byte_buffer &out) 
     else
       add_counters(sum, counters_);
     const int64_t live = sum.connections.load();
-    mc::encode_stat(out, "pid", uint64_t(getpid()));
-    mc::encode_stat(out, "time", uint64_t(time(nullptr)));
-    mc::encode_stat(out, "version", "1.6.18");
-    mc::encode_stat(out, "pointer_size", uint64_t(8 * sizeof(void *)));
-    mc::encode_stat(out, "threads", uint64_t(cfg_.threads));
-    mc::encode_stat(out, "curr_connections", uint64_t(live > 0 ? live : 0));
-    mc::encode_stat(out, "total_connections", sum.connections_total.load());
-    mc::encode_stat(out, "rejected_connections", sum.connections_rejected.load());
-    mc::encode_stat(out, "cmd_get", sum.mc_cmd_get.load());
-    mc::encode_stat(out, "cmd_set", sum.requests_insert.load());
-    mc::encode_stat(out, "get_hits", sum.mc_get_hits.load());
-    mc::encode_stat(out, "get_misses", sum.mc_get_misses.load());
-    mc::encode_stat(out, "rows_read", sum.rows_read.load());
-    mc::encode_stat(out, "rows_written", sum.rows_written.load());
-    mc::encode_stat(out, "errors", sum.errors.load());
-    mc::encode_stat(out, "engine", "tablesocket (MariaDB tables)");
-    mc::encode_reply(out, Mc_reply::end);
-    return Exec::done;
+    add("pid", std::to_string(getpid()));
+    add("time", std::to_string(time(nullptr)));
+    add("version", "1.6.18");
+    add("pointer_size", std::to_string(8 * sizeof(void *)));
+    add("threads", std::to_string(cfg_.threads));
+    add("curr_connections", std::to_string(live > 0 ? live : 0));
+    add("total_connections", std::to_string(sum.connections_total.load()));
+    add("rejected_connections", std::to_string(sum.connections_rejected.load()));
+    add("cmd_get", std::to_string(sum.mc_cmd_get.load()));
+    add("cmd_set", std::to_string(sum.requests_insert.load()));
+    add("get_hits", std::to_string(sum.mc_get_hits.load()));
+    add("get_misses", std::to_string(sum.mc_get_misses.load()));
+    add("rows_read", std::to_string(sum.rows_read.load()));
+    add("rows_written", std::to_string(sum.rows_written.load()));
+    add("errors", std::to_string(sum.errors.load()));
+    add("engine", "tablesocket (MariaDB tables)");
+    return Stats_kind::listed;
   }
-  std::string_view a = rq.stats_args[0];
-  if (a == "reset") { mc::encode_reply(out, Mc_reply::reset); return Exec::done; }
-  if (a == "settings") {
-    mc::encode_stat(out, "item_size_max", uint64_t(cfg_.mc_max_value_size));
-    mc::encode_stat(out, "maxconns", uint64_t(cfg_.max_connections));
-    mc::encode_reply(out, Mc_reply::end);
-    return Exec::done;
+  if (arg == "reset") return Stats_kind::reset;
+  if (arg == "settings") {
+    add("item_size_max", std::to_string(cfg_.mc_max_value_size));
+    add("maxconns", std::to_string(cfg_.max_connections));
+    return Stats_kind::listed;
   }
   /* Nothing to list: rows live in tables, not slabs ("cachedump" lists no keys, as an empty slab). */
-  if (a == "items" || a == "slabs" || a == "sizes" || a == "conns" || a == "detail" || a == "cachedump") {
-    mc::encode_reply(out, Mc_reply::end);
-    return Exec::done;
+  if (arg == "items" || arg == "slabs" || arg == "sizes" || arg == "conns" || arg == "detail" || arg == "cachedump")
+    return Stats_kind::listed;
+  return Stats_kind::unknown;
+}
+
+Mc_session::Exec Mc_session::exec_stats(const Mc_request &rq, Byte_buffer &out) {
+  std::vector<Stat> stats;
+  switch (collect_stats(rq.nstats_args ? rq.stats_args[0] : std::string_view(), &stats)) {
+    case Stats_kind::listed:
+      for (const Stat &st : stats) mc::encode_stat(out, st.name, st.value);
+      mc::encode_reply(out, Mc_reply::end);
+      break;
+    case Stats_kind::reset: mc::encode_reply(out, Mc_reply::reset); break;
+    case Stats_kind::unknown: mc::encode_reply(out, Mc_reply::error); break;
   }
-  mc::encode_reply(out, Mc_reply::error);
   return Exec::done;
 }
 

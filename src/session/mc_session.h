@@ -10,6 +10,7 @@
 
 #include "common/config.h"
 #include "common/stats.h"
+#include "proto/mc/mc_binary.h"
 #include "proto/mc/mc_protocol.h"
 #include "session/captured_rows.h"
 #include "session/mc_containers.h"
@@ -104,6 +105,40 @@ class Mc_session final : public Session {
   void drop_refused_item(std::string_view key);
   /* Server-side failure reply ("SERVER_ERROR ..."), or park for a lock wait. */
   Exec server_error(const Store_status &st, Byte_buffer &out, bool noreply);
+  /* A lock wait this request may still wait out (it parks and runs again). */
+  bool waits_for_lock(const Store_status &st);
+  /* The text of a failure's reply (one line: no CR or LF). */
+  static std::string error_message(const Store_status &st);
+  void count_failure(const Store_status &st);
+  /* flush_all: deletes every row of the connection's container, or with expire_at > 0 makes them
+     expire then (*needs_expiry when the container has no expiry column; nothing done). */
+  Store_status flush_container(int64_t expire_at, bool *needs_expiry);
+  /* "stats [arg]" for either protocol: the figures listed, "reset", or an unknown argument. */
+  struct Stat {
+    const char *name;
+    std::string value;
+  };
+  enum class Stats_kind : uint8_t { listed, reset, unknown };
+  Stats_kind collect_stats(std::string_view arg, std::vector<Stat> *stats);
+
+  /* ---- the binary protocol (mc_binary_session.cc) ---- */
+  Session_outcome run_binary(Byte_buffer &in, Byte_buffer &out, unsigned max_requests);
+  Exec exec_bin(const mc::Bin_request &rq, Byte_buffer &out);
+  Exec bin_get(const mc::Bin_request &rq, Byte_buffer &out);
+  Exec bin_store(const mc::Bin_request &rq, Byte_buffer &out);
+  Exec bin_delete(const mc::Bin_request &rq, Byte_buffer &out);
+  Exec bin_arith(const mc::Bin_request &rq, Byte_buffer &out);
+  Exec bin_flush(const mc::Bin_request &rq, Byte_buffer &out);
+  Exec bin_stat(const mc::Bin_request &rq, Byte_buffer &out);
+  Exec bin_sasl_auth(const mc::Bin_request &rq, Byte_buffer &out);
+  /* A store failure as a binary error response (or park for a lock wait); errors are answered
+     even for quiet requests. */
+  Exec bin_server_error(const Store_status &st, const mc::Bin_request &rq, Byte_buffer &out);
+  /* The container and row key of a binary request's key: nullptr when the reply is written
+     (a failure, or a key that names a container only: "Invalid arguments"). */
+  Open_container *bin_resolve(const mc::Bin_request &rq, Byte_buffer &out, std::string_view *row_key, Exec *e);
+  /* A binary exptime (unsigned: up to 30 days relative, else a unix time) as an absolute time. */
+  int64_t absolute_expiry_u32(uint32_t exptime) const;
   /* memcached's ASCII authentication (its -Y mode): the data of the first "set" is
      "<user> <password>". */
   Exec exec_ascii_auth(const mc::Mc_request &rq, Byte_buffer &out);
@@ -123,6 +158,8 @@ class Mc_session final : public Session {
   size_t parked_len_ = 0;
   bool parked_ = false;
   bool negotiated_ = false;  // the first bytes were looked at (binary protocol or text)
+  bool binary_ = false;      // the connection speaks the binary protocol (its first byte was 0x80)
+  mc::Bin_request bin_rq_, parked_bin_;
   uint64_t swallow_ = 0;
   std::vector<Item> items_;
   std::vector<std::string> spare_values_;  // value buffers of earlier items, reused

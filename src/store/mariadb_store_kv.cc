@@ -143,6 +143,17 @@ Store_status Mariadb_store::kv_write(Open_index &idx, const Kv_layout &layout, c
   auto result_cas = [&](std::string_view value, uint32_t flags) {
     res->cas = layout.cas >= 0 ? req.new_cas : content_cas(value, flags);
   };
+  /* The row's CAS as a client saw it: the cas column, or the content hash for a row without one
+     (e.g. a row SQL wrote). */
+  auto current_cas = [&]() -> uint64_t {
+    uint64_t c = layout.cas >= 0 ? uint64_t(t->field[idx.columns_[layout.cas]]->val_int()) : 0;
+    return c ? c : content_cas(kv_current_value(t, idx, layout), current_flags());
+  };
+  if (req.expect_cas && live && req.op != Kv_op::cas && current_cas() != req.expect_cas) {
+    res->outcome = Kv_outcome::exists;
+    h->ha_index_or_rnd_end();
+    return end_write(s, true) ? Store_status{} : commit_failed();
+  }
   switch (req.op) {
     case Kv_op::set:
       st = kv_set_row(t, idx, layout, req, req.value.view(), present);
@@ -177,10 +188,7 @@ Store_status Mariadb_store::kv_write(Open_index &idx, const Kv_layout &layout, c
     }
     case Kv_op::cas: {
       if (!live) { res->outcome = Kv_outcome::not_found; break; }
-      uint64_t current;
-      current = layout.cas >= 0 ? uint64_t(t->field[idx.columns_[layout.cas]]->val_int()) : 0;
-      if (current == 0) current = content_cas(kv_current_value(t, idx, layout), current_flags());  // e.g. a row SQL wrote
-      if (current != req.cas) { res->outcome = Kv_outcome::exists; break; }
+      if (current_cas() != req.cas) { res->outcome = Kv_outcome::exists; break; }
       st = kv_set_row(t, idx, layout, req, req.value.view(), true);
       res->outcome = Kv_outcome::stored;
       result_cas(req.value.view(), req.flags);

@@ -189,6 +189,10 @@ struct Kv_request {
   int64_t expiry = 0;     // absolute unix time, 0 = never; for set/add/replace/cas/touch
   bool set_expiry = true; // false: keep the row's expiry (append, prepend, incr, decr)
   uint64_t cas = 0;       // cas: the value the client saw
+  /* append/prepend/incr/decr/remove (memcached's binary protocol sends a CAS with any of them):
+     when nonzero and the row is live, the write happens only if the row's CAS is this one
+     (otherwise Kv_outcome::exists), checked under the row lock the write takes. */
+  uint64_t expect_cas = 0;
   uint64_t delta = 0;     // incr/decr
   int64_t now = 0;        // unix time: rows with 0 < expiry <= now are absent
   uint64_t new_cas = 0;   // the cas to store for a changed row (unique per write)

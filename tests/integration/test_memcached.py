@@ -18,7 +18,6 @@ import itertools
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import time
@@ -540,34 +539,6 @@ def test_quit_closes_the_connection(mc):
     rest = c.closed_by_peer()
     assert rest is not None, "connection still open after quit"
     assert re.fullmatch(rb"VERSION \S+\r\n", rest), rest
-
-
-BINARY_NOT_SUPPORTED = b"binary protocol not supported: use the text or meta protocol"
-
-
-def binary_header(magic: int, opcode: int, key_len: int, status: int, body_len: int, opaque: int) -> bytes:
-    return struct.pack(">BBHBBHIIQ", magic, opcode, key_len, 0, 0, status, body_len, opaque, 0)
-
-
-@TS_ONLY
-def test_a_binary_protocol_client_gets_a_binary_not_supported_and_is_closed(tsmc):
-    """memcached picks the protocol by the first byte; tablesocket serves text and meta only, and
-    answers a binary request in binary (status 0x83, opcode and opaque echoed) so that a binary
-    client reports an error instead of waiting forever for a reply."""
-    c = tsmc()
-    c.send(binary_header(0x80, 0x00, 3, 0, 3, 0xDEADBEEF) + b"foo")  # GET foo
-    assert c.closed_by_peer() == binary_header(0x81, 0x00, 0, 0x83, len(BINARY_NOT_SUPPORTED), 0xDEADBEEF) \
-        + BINARY_NOT_SUPPORTED
-    # The header may arrive in pieces; a SET (opcode 1) with extras and a value.
-    c = tsmc()
-    rq = binary_header(0x80, 0x01, 1, 0, 8 + 1 + 2, 7) + b"\0" * 8 + b"k" + b"vv"
-    c.send(rq[:5])
-    c.assert_silent(0.3)
-    c.send(rq[5:])
-    assert c.closed_by_peer() == binary_header(0x81, 0x01, 0, 0x83, len(BINARY_NOT_SUPPORTED), 7) + BINARY_NOT_SUPPORTED
-    # Text clients are unaffected.
-    t = tsmc()
-    t.request(b"mn\r\n", b"MN\r\n")
 
 
 def test_a_later_line_starting_with_0x80_is_an_unknown_text_command(mc):

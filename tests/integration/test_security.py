@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import socket
+import struct
 import threading
 import time
 
@@ -618,6 +619,47 @@ class TestMemcachedAuth:
         assert line.startswith(b"CLIENT_ERROR INSERT command denied to user 'mcro'@'localhost'"), line
         c.send("delete hello\r\n")
         assert c.recv_line().startswith(b"CLIENT_ERROR DELETE command denied")
+        assert mcsrv.sql("SELECT v FROM test.kv WHERE k='hello'") == [("world",)]
+
+    # the binary protocol's SASL PLAIN login (memcached -S)
+
+    @staticmethod
+    def bin_call(c: McConn, op: int, extras: bytes = b"", key: bytes = b"", value: bytes = b"") -> tuple:
+        c.send(struct.pack(">BBHBBHIIQ", 0x80, op, len(key), len(extras), 0, 0, len(extras) + len(key) + len(value),
+                           0, 0) + extras + key + value)
+        h = c.read_exact(24)
+        n = struct.unpack(">I", h[8:12])[0]
+        body = c.read_exact(n) if n else b""
+        return h[1], struct.unpack(">H", h[6:8])[0], body[h[4] + struct.unpack(">H", h[2:4])[0]:]
+
+    def test_binary_sasl_plain_logs_in_with_an_account(self, mcsrv):
+        c = McConn(unix_path=mcsrv.mc_unix)
+        assert self.bin_call(c, 0x20) == (0x20, 0, b"PLAIN")
+        assert self.bin_call(c, 0x21, key=b"PLAIN", value=b"\0mcuser\0mcpw") == (0x21, 0, b"Authenticated")
+        assert self.bin_call(c, 0x00, key=b"hello") == (0x00, 0, b"world")
+        assert self.bin_call(c, 0x01, struct.pack(">II", 0, 0), b"bk", b"bv")[:2] == (0x01, 0)
+        assert mcsrv.sql("SELECT v FROM test.kv WHERE k='bk'") == [("bv",)]
+
+    def test_binary_unauthenticated_request_is_refused_and_closed(self, mcsrv):
+        c = McConn(unix_path=mcsrv.mc_unix)
+        assert self.bin_call(c, 0x00, key=b"hello") == (0x00, 0x20, b"Auth failure.")
+        assert c.closed_by_peer() == b""
+        c = McConn(unix_path=mcsrv.mc_unix)
+        assert self.bin_call(c, 0x0B)[:2] == (0x0B, 0)  # version needs no login, as in memcached
+
+    def test_binary_sasl_wrong_password_bad_mechanism_and_cleartext_over_tcp(self, mcsrv):
+        c = McConn(unix_path=mcsrv.mc_unix)
+        assert self.bin_call(c, 0x21, key=b"PLAIN", value=b"\0mcuser\0nope") == (0x21, 0x20, b"Auth failure.")
+        assert self.bin_call(c, 0x21, key=b"CRAM-MD5", value=b"mcuser x") == (0x21, 0x20, b"Auth failure.")
+        assert self.bin_call(c, 0x21, key=b"PLAIN", value=b"mcuser mcpw") == (0x21, 0x20, b"Auth failure.")
+        t = McConn(mcsrv.mc_port)  # plain TCP: a cleartext password is refused
+        assert self.bin_call(t, 0x21, key=b"PLAIN", value=b"\0mcuser\0mcpw") == (0x21, 0x20, b"Auth failure.")
+
+    def test_binary_read_only_account_gets_the_servers_denial(self, mcsrv):
+        c = McConn(unix_path=mcsrv.mc_unix)
+        assert self.bin_call(c, 0x21, key=b"PLAIN", value=b"\0mcro\0ro")[1] == 0
+        op, status, msg = self.bin_call(c, 0x01, struct.pack(">II", 0, 0), b"hello", b"x")
+        assert (op, status) == (0x01, 0x20) and msg.startswith(b"INSERT command denied to user 'mcro'"), msg
         assert mcsrv.sql("SELECT v FROM test.kv WHERE k='hello'") == [("world",)]
 
     def test_container_needs_privileges_on_its_table(self, mcsrv):

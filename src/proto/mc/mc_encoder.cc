@@ -129,24 +129,6 @@ void encode_version(Byte_buffer &out, std::string_view version) {
   encode_line(out, version);
 }
 
-void encode_binary_not_supported(Byte_buffer &out, const char *header, std::string_view message) {
-  constexpr uint16_t kStatusNotSupported = 0x0083;
-  const uint32_t body = static_cast<uint32_t>(message.size());
-  unsigned char h[kBinaryHeaderLength] = {};
-  h[0] = 0x81;                  // response magic
-  h[1] = static_cast<unsigned char>(header[1]);  // opcode, echoed
-  /* key length, extras length, data type: 0 */
-  h[6] = kStatusNotSupported >> 8;
-  h[7] = kStatusNotSupported & 0xff;
-  h[8] = static_cast<unsigned char>(body >> 24);
-  h[9] = static_cast<unsigned char>(body >> 16);
-  h[10] = static_cast<unsigned char>(body >> 8);
-  h[11] = static_cast<unsigned char>(body);
-  std::memcpy(h + 12, header + 12, 4);  // opaque, echoed; cas 0
-  out.append(reinterpret_cast<const char *>(h), sizeof h);
-  out.append(message);
-}
-
 /* ---- meta ---- */
 
 void encode_meta_code(Byte_buffer &out, Mc_meta_code code) {

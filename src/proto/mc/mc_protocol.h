@@ -208,19 +208,14 @@ size_t base64_encoded_length(size_t len);
 size_t base64_encode(const char *src, size_t len, char *out);
 void append_base64(Byte_buffer &out, const char *src, size_t len);
 
-/* ---- memcached's binary protocol: recognised, not served ----
-   A binary request starts with the magic byte 0x80 and a 24-byte header (opcode at 1, opaque at
-   12..15). memcached picks the protocol from a connection's first byte; tablesocket serves the
-   text and meta protocols only, so a connection whose first byte is 0x80 gets one binary
-   response with status 0x0083 ("not supported") and a message, echoing the request's opcode and
-   opaque so that the client reports the error rather than waiting, and is closed. */
+/* ---- memcached's binary protocol (mc_binary.h) ----
+   memcached picks the protocol from a connection's first byte: 0x80 (a binary request's magic)
+   makes it a binary connection for its life. */
 constexpr unsigned char kBinaryRequestMagic = 0x80;
 constexpr size_t kBinaryHeaderLength = 24;
 inline bool starts_binary_request(const char *buf, size_t len) {
   return len > 0 && static_cast<unsigned char>(buf[0]) == kBinaryRequestMagic;
 }
-/* The response to the binary request whose header is header[0, kBinaryHeaderLength). */
-void encode_binary_not_supported(Byte_buffer &out, const char *header, std::string_view message);
 
 /* ---- Encoder: appends exactly memcached's reply bytes to out. ---- */
 
