@@ -297,7 +297,11 @@ class MariaDBServer:
         new = iter(free_ports(len(want), exclude=[p for p in fixed if p]))
         self.hs_port, self.hs_port_wr, self.sql_port = (p if p else next(new) for p in fixed)
         if self.plugin == "tablesocket":  # else the memcached listener takes 11211, its default
-            self.mc_port = free_ports(1, exclude=[self.hs_port, self.hs_port_wr, self.sql_port])[0]
+            given = [a.split("=", 1)[1] for a in self.extra_args
+                     if a.replace("_", "-").startswith("--tablesocket-mc-port=")]
+            # a port given in the extra arguments (the last one wins, as in mariadbd) is the one
+            self.mc_port = int(given[-1]) if given else \
+                free_ports(1, exclude=[self.hs_port, self.hs_port_wr, self.sql_port])[0]
 
     def start(self) -> "MariaDBServer":
         if self.running():
