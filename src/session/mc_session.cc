@@ -352,9 +352,13 @@ Store_status Mc_session::write(Open_container &oc, Kv_request &kr, Kv_result *re
   Store_status st = store_.kv_write(oc.idx, oc.def.layout, kr, res);
   if (st.ok()) {
     wrote_in_batch = true;
-    /* A new value (or none) ends the item's stale/win state; a touch does not. */
+    /* A new value (or none) ends the item's stale/win state; a touch does not, nor a write that
+       changed nothing (an add of an existing item, a cas that did not match, incr of a
+       non-number, ...). */
     const std::string_view k = kr.key.view();
-    if (kr.op != Kv_op::touch && !Recache_tokens::instance().empty(k))
+    const bool changed = res->outcome == Kv_outcome::stored || res->outcome == Kv_outcome::deleted ||
+                         res->outcome == Kv_outcome::number;
+    if (changed && kr.op != Kv_op::touch && !Recache_tokens::instance().empty(k))
       Recache_tokens::instance().forget(k, token_key(oc.def, k));
   }
   return st;
@@ -487,11 +491,12 @@ Session_outcome Mc_session::run(Byte_buffer &in, Byte_buffer &out, unsigned max_
         return Session_outcome::close;
       case mc::Mc_parse_status::error:
         counters_.add(counters_.errors);
+        /* memcached unlinks the old item when a set (or an ms) is refused as too large, so that a
+           stale value does not outlive a set the client was told failed; a refused add, replace,
+           append, prepend or cas leaves it. */
         if (pr.swallow && pr.error && std::strcmp(pr.error, "SERVER_ERROR object too large for cache") == 0 &&
-            (rq_.command == Mc_command::set || rq_.command == Mc_command::add || rq_.command == Mc_command::replace ||
-             rq_.command == Mc_command::append || rq_.command == Mc_command::prepend ||
-             rq_.command == Mc_command::cas || rq_.command == Mc_command::ms))
-          drop_refused_item(rq_.key());  // memcached unlinks the old item when a store is refused as too large
+            (rq_.command == Mc_command::set || rq_.command == Mc_command::ms))
+          drop_refused_item(rq_.key());
         if (pr.reply && pr.error) mc::encode_line(out, pr.error);
         in.consume(pr.consumed);
         swallow_ = pr.swallow;
@@ -686,6 +691,8 @@ Kv_request Mc_session::storage_request(const Mc_request &rq, std::string_view ro
   kr.flags = rq.client_flags;
   kr.expiry = absolute_expiry(rq.exptime);
   kr.cas = rq.cas_unique;
+  /* ms MA/MP with C<cas>: the append happens only if the item still has that CAS. */
+  if (kr.op == Kv_op::append || kr.op == Kv_op::prepend) kr.expect_cas = rq.cas_unique;
   return kr;
 }
 
@@ -1047,9 +1054,14 @@ Mc_session::Exec Mc_session::exec_ma(const Mc_request &rq, Byte_buffer &out) {
   kr.op = incr ? Kv_op::incr : Kv_op::decr;
   kr.key = Datum{row_key.data() ? row_key.data() : "", row_key.size()};
   kr.delta = rq.meta.delta;
+  kr.expect_cas = rq.meta.has_compare_cas ? rq.meta.compare_cas : 0;  // C<cas>: EX unless it matches
   Kv_result res;
   st = write(*oc, kr, &res);
   if (!st.ok()) return server_error(st, out, false);
+  if (res.outcome == Kv_outcome::exists) {
+    mc::encode_meta(out, Mc_meta_code::ex, rq, nullptr);
+    return Exec::done;
+  }
   bool vivified = false;
   if (res.outcome == Kv_outcome::not_found && rq.meta.vivify) {
     /* N<ttl>: create the counter with J<initial> (default 0). */
@@ -1083,6 +1095,14 @@ Mc_session::Exec Mc_session::exec_ma(const Mc_request &rq, Byte_buffer &out) {
   std::string v = std::to_string(res.number);
   info.size = uint32_t(v.size());
   if (rq.noreply && !vivified) return Exec::done;  // q: a successful change is silent (memcached 1.6)
+  if (rq.meta.has('t')) {
+    /* t: the item's remaining TTL (-1: never expires), as the row now has it (after T or N). */
+    clear_items();
+    st = lookup(*oc, &row_key, 1, items_);
+    if (!st.ok()) return server_error(st, out, false);
+    if (!items_.empty())
+      info.ttl = items_[0].expiry > 0 ? std::max<int64_t>(items_[0].expiry - int64_t(time(nullptr)), 0) : -1;
+  }
   if (rq.meta.return_value)
     mc::encode_meta_value(out, rq, &info, v);
   else

@@ -480,6 +480,17 @@ def test_a_too_large_set_removes_the_old_item(mc, key):
     c.request(f"get {k} {k2}\r\n", b"END\r\n")
 
 
+@pytest.mark.parametrize("cmd", ["append {k} 0 0 2000000", "prepend {k} 0 0 2000000", "replace {k} 0 0 2000000",
+                                 "add {k} 0 0 2000000", "cas {k} 0 0 2000000 1"])
+def test_a_too_large_store_other_than_set_keeps_the_old_item(mc, key, cmd):
+    """memcached unlinks the old item only when a set (or an ms, in any mode) is refused as too large."""
+    c, k = mc(), key()
+    c.set(k, b"old")
+    c.send(cmd.format(k=k).encode() + b"\r\n" + b"x" * 2_000_000 + b"\r\n")
+    c.expect(b"SERVER_ERROR object too large for cache\r\n")
+    c.request(f"get {k}\r\n", f"VALUE {k} 0 3\r\nold\r\nEND\r\n".encode())
+
+
 def test_a_bad_data_chunk_is_a_client_error_and_stores_nothing(mc, key):
     c = mc()
     k = key()
@@ -738,6 +749,57 @@ def test_md_with_q_and_c(mc, key):
     c.request(f"md {k} q\r\nmn\r\n", b"MN\r\n")
     c.request(f"get {k}\r\n", b"END\r\n")
     c.assert_silent()
+
+
+def test_ms_append_and_ma_with_a_cas_change_the_item_only_if_it_matches(mc, key):
+    c, k = mc(), key()
+    c.set(k, b"5")
+    c.request(f"ms {k} 1 MA C1\r\nz\r\n", b"EX\r\n")
+    c.request(f"ms {k} 1 MP C1\r\nz\r\n", b"EX\r\n")
+    c.request(f"ma {k} C1 v\r\n", b"EX\r\n")
+    c.request(f"ma {k} C1 MD\r\n", b"EX\r\n")
+    c.request(f"mg {k} v\r\n", b"VA 1\r\n5\r\n")
+    cas = c.gets_cas(k)
+    c.request(f"ma {k} C{cas} v\r\n", b"VA 1\r\n6\r\n")
+    c.request(f"ma {k} C{cas} v\r\n", b"EX\r\n")  # the CAS changed with the increment
+    cas = c.gets_cas(k)
+    c.request(f"ms {k} 1 MA C{cas}\r\n!\r\n", b"HD\r\n")
+    c.request(f"mg {k} v\r\n", b"VA 2\r\n6!\r\n")
+    n = key("n")
+    c.set(n, b"abc")
+    c.request(f"ma {n} C1\r\n", b"EX\r\n")  # the CAS is checked before the value is read
+
+
+def test_a_store_that_fails_keeps_the_items_stale_and_win_state(mc, key):
+    c, k = mc(), key()
+    c.set(k, b"1")
+    c.request(f"md {k} I\r\n", b"HD\r\n")
+    c.request(f"add {k} 0 0 1\r\n2\r\n", b"NOT_STORED\r\n")
+    c.request(f"ms {k} 1 C1\r\n3\r\n", b"EX\r\n")
+    c.request(f"mg {k} v\r\n", b"VA 1 X W\r\n1\r\n")
+    c.request(f"mg {k} v\r\n", b"VA 1 Z X\r\n1\r\n")
+    v = key("viv")
+    c.request(f"mg {v} N30 v\r\n", b"VA 0 W\r\n\r\n")
+    c.request(f"cas {v} 0 0 1 1\r\nx\r\n", b"EXISTS\r\n")
+    c.request(f"incr {v} 1\r\n", b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n")
+    c.request(f"mg {v} v\r\n", b"VA 0 Z\r\n\r\n")
+
+
+def test_ma_t_reports_the_items_ttl(mc, key):
+    c, k = mc(), key()
+    c.set(k, b"5", exptime=100)
+    c.send(f"ma {k} t\r\n")
+    line = c.recv_line()
+    assert re.fullmatch(rb"HD t(99|100)\r\n", line), line
+    c.send(f"ma {k} T50 t\r\n")
+    line = c.recv_line()
+    assert re.fullmatch(rb"HD t(49|50)\r\n", line), line
+    n = key("n")
+    c.send(f"ma {n} N30 t\r\n")
+    line = c.recv_line()
+    assert re.fullmatch(rb"HD t(29|30)\r\n", line), line
+    c.set(key("forever"), b"1")
+    c.request(f"ma {key('none')} t\r\n", b"NF\r\n")
 
 
 def test_ma_modes_autovivify_and_value(mc, key):
