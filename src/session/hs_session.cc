@@ -182,7 +182,15 @@ Hs_session::Exec Hs_session::exec_auth(const hs::Auth_request &r, Byte_buffer &o
   if (r.type == "1") {
     /* HandlerSocket's shared secret for this port. */
     std::string_view key = r.nargs ? r.args[0].view() : std::string_view();
-    authorized_ = equal_constant_time(key, policy_.plain_secret);
+    const bool match = equal_constant_time(key, policy_.plain_secret);
+    /* Without a secret on the port nothing is locked (as HandlerSocket, which checks a connection's
+       authorization only when a secret is set): a non-empty key gets "unauth" and changes nothing. */
+    if (policy_.plain_secret.empty()) {
+      if (match) hs::encode_status(out, 0, "");
+      else reply_client_error(out, 3, "unauth");
+      return Exec::done;
+    }
+    authorized_ = match;
     if (!authorized_) {
       auth_.secret_failed();
       reply_client_error(out, 3, "unauth");

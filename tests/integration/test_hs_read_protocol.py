@@ -535,9 +535,12 @@ class TestFraming:
         # Still fine afterwards.
         assert c.request("1\t=\t1\t1\n") == rows(1)
 
-    def test_auth_without_secret(self, c):
+    def test_auth_without_secret(self, c, main):
         # No secret configured: only the empty key is "right"; nothing needs auth anyway.
         assert c.request("A\t1\twrong\n") == b"3\t1\tunauth\n"
+        # ... and a wrong key locks nothing: requests go on (HandlerSocket checks only with a secret)
+        assert c.request("1\t=\t1\t1\n") == rows(1)
+        assert c.request(f"P\t9\ttest\t{main}\tPRIMARY\tid\n") == b"0\t1\n"
         # (types 2-4 are tablesocket's account logins, docs/security.md; 9 is unknown to both)
         assert c.request("A\t9\twrong\n") == b"3\t1\tauthtype\n"
         assert c.request("A\t1\t\n") == b"0\t1\n"
