@@ -443,6 +443,9 @@ void Mariadb_store::close_slot(Table_slot &s) {
 Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
   Table_slot &s = slots_[slot_no];
   if (s.locked) return {};
+  /* A DDL waits for the table: no new statement uses it until yield_to_ddl() has closed it (the
+     request waits, as an SQL statement queues behind a pending exclusive metadata lock). */
+  if (s.ddl_waits()) return Store_status::of(Store_errc::table_busy);
   if (Store_status st = galera_check_ready(); !st.ok()) return st;
   if (!in_batch_) {
     /* The batch is one transaction: every request of every connection in it shares one commit. */
@@ -754,11 +757,14 @@ void Commit_thread::run() {
 void Mariadb_store::yield_to_ddl() {
   /* A table's metadata lock is released only once a commit that may have written it is done:
      for DDL the worker waits for the commit (close_slot); a table merely unused is closed on a
-     later call rather than wait. */
+     later call rather than wait. A table the open batch wrote (a batch carried over while the
+     previous commit runs) is kept until that batch is handed off: its transaction's changes are
+     not committed, and a DDL that got the table now (an online ALTER applying its log, then
+     swapping the table) would lose them. Meanwhile its requests wait (ensure_locked). */
   const bool committing = in_flight_ && !committer_->done();
   for (uint32_t n = 0; n < slots_.size(); ++n) {
     Table_slot &s = slots_[n];
-    if (!s.in_use || s.locked) continue;
+    if (!s.in_use || s.locked || (in_batch_ && s.written)) continue;
     const bool ddl_waits = s.ddl_waits();
     if (s.table && (ddl_waits || (s.refs == 0 && !committing))) {
       if (s.refs != 0) counters_.add(counters_.table_yields);

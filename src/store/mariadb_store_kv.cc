@@ -149,7 +149,10 @@ Store_status Mariadb_store::kv_write(Open_index &idx, const Kv_layout &layout, c
     uint64_t c = layout.cas >= 0 ? uint64_t(t->field[idx.columns_[layout.cas]]->val_int()) : 0;
     return c ? c : content_cas(kv_current_value(t, idx, layout), current_flags());
   };
-  if (req.expect_cas && live && req.op != Kv_op::cas && current_cas() != req.expect_cas) {
+  /* memcached's order: an incr/decr of an empty value is non-numeric before its CAS is looked at. */
+  const bool empty_counter = (req.op == Kv_op::incr || req.op == Kv_op::decr) && req.expect_cas && live &&
+                             kv_current_value(t, idx, layout).empty();
+  if (req.expect_cas && live && req.op != Kv_op::cas && !empty_counter && current_cas() != req.expect_cas) {
     res->outcome = Kv_outcome::exists;
     h->ha_index_or_rnd_end();
     return end_write(s, true) ? Store_status{} : commit_failed();

@@ -228,6 +228,11 @@ def test_incr_decr_create_wrap_floor_and_non_numeric(bc, key):
     assert c.call(INCR, incr_extras(1), n).shape() == \
         err(INCR, DELTA_BADVAL, b"Non-numeric server-side value for incr or decr")
     assert c.call(DECR, incr_extras(1, 0, NO_CREATE), key("none")).shape() == err(DECR, ENOENT, b"Not found")
+    # an empty value is non-numeric before its CAS is compared (memcached's order)
+    e = key("empty")
+    ecas = c.call(SET, set_extras(), e, b"").cas
+    assert c.call(INCR, incr_extras(1), e, cas=ecas ^ (1 << 40)).shape() == \
+        err(INCR, DELTA_BADVAL, b"Non-numeric server-side value for incr or decr")
     # a CAS on incr: only the current one
     cur = c.call(GET, key=k).cas
     assert c.call(INCR, incr_extras(1), k, cas=cur + 1).shape() == err(INCR, EEXISTS, b"Data exists for key.")
