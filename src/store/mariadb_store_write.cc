@@ -315,6 +315,15 @@ Store_status Mariadb_store::failed_write(Table_slot &s, int handler_error) {
     last_error_ = msg;
     return bad_value_status();
   }
+  if (thd_->get_stmt_da()->is_error() && (thd_->get_stmt_da()->sql_errno() == ER_TRANS_CACHE_FULL ||
+                                          thd_->get_stmt_da()->sql_errno() == ER_STMT_CACHE_FULL)) {
+    /* One request's rows alone do not fit max_binlog_cache_size: SQL's message, as SQL answers
+       such a statement (an earlier request's rows in the way is binlog_cache_full() above). */
+    std::string msg = thd_->get_stmt_da()->message();
+    end_write(s, false);
+    last_error_ = msg;
+    return bad_value_status();
+  }
   end_write(s, false);
   if (handler_error == HA_ERR_LOCK_WAIT_TIMEOUT || handler_error == HA_ERR_LOCK_DEADLOCK)
     return Store_status::of(Store_errc::row_locked);  // retried later; the worker goes on meanwhile

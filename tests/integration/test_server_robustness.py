@@ -667,6 +667,8 @@ def test_writes_that_fit_max_binlog_cache_size_alone_are_not_failed_by_their_bat
     message."""
     with h.private_server(request, "binlog-cache", ["--log-bin=binlog", "--server-id=1",
                                                     "--max-binlog-cache-size=16384",
+                                                    "--max-binlog-stmt-cache-size=8192",
+                                                    "--binlog-stmt-cache-size=4096",
                                                     "--tablesocket-threads=1"]) as s:
         s.exec_sql("CREATE TABLE bc (id int primary key, v varchar(3000)) ENGINE=InnoDB")
         with h.hs_open(s.hs_port_wr, "bc", "id,v") as w:
@@ -679,6 +681,13 @@ def test_writes_that_fit_max_binlog_cache_size_alone_are_not_failed_by_their_bat
             # Eight rows in one request (one statement) need more than 16 KB: SQL's error.
             reply = w.request(hs_line(1, ">=", 1, "1", 8, 0, "U", "z" * 2500), timeout=10)
             assert reply.startswith(b"1\t1\t") and b"max_binlog_cache_size" in reply, reply
+        s.exec_sql("CREATE TABLE bc2 (id int primary key, v blob) ENGINE=MyISAM")
+        s.executemany("INSERT INTO bc2 VALUES (%s, REPEAT('x', 1000))", [(i,) for i in range(20)])
+        with h.hs_open(s.hs_port_wr, "bc2", "v") as w:
+            # A non-transactional table's statement over max_binlog_stmt_cache_size: SQL's message
+            # (was "1 1 161", the handler's number).
+            reply = w.request(hs_line(1, ">=", 1, "0", 20, 0, "U", "w" * 1000), timeout=10)
+            assert reply.startswith(b"1\t1\t") and b"max_binlog_stmt_cache_size" in reply, reply
         assert s.sql("SELECT COUNT(*), SUM(LENGTH(v)) FROM bc") == [("41", str(40 * 2000 + 3000))]
         c = McConn(s.mc_port)
         try:
