@@ -528,12 +528,42 @@ void Worker::close_connection(Connection &c) {
     c.tls->shutdown();  // close_notify, unless the connection failed
     c.tls.reset();
   }
+  if (c.close_after_flush && c.out.empty() && !c.read_closed)
+    linger(std::move(c.fd));  // its last answer went out: let the client read it
   c.fd.reset();
   c.session.reset();  // releases its open indexes (table references) right away
   server_.buffer_bytes.fetch_sub(c.accounted, std::memory_order_relaxed);
   c.accounted = 0;
   counters_.connections.fetch_sub(1, std::memory_order_relaxed);
   server_.live_connections.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Worker::linger(Fd fd) {
+  if (!fd.valid() || lingering_.size() >= kMaxLingering) return;  // closed at once (fd's destructor)
+  if (::shutdown(fd.get(), SHUT_WR) != 0) return;
+  lingering_.push_back(Lingering{std::move(fd), now_ms_ + kLingerMs});
+}
+
+void Worker::reap_lingering(bool all) {
+  char scratch[4096];
+  size_t kept = 0;
+  for (size_t i = 0; i < lingering_.size(); ++i) {
+    Lingering &l = lingering_[i];
+    bool done = all || now_ms_ >= l.until_ms;
+    /* Whatever the client sent after the answer is discarded (at most 64 KB per socket per loop);
+       its end of stream, or an error, ends the wait. */
+    for (int n = 0; !done && n < 16; ++n) {
+      const ssize_t r = ::recv(l.fd.get(), scratch, sizeof scratch, MSG_DONTWAIT);
+      if (r > 0) continue;
+      if (r < 0 && errno == EINTR) continue;
+      if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) done = true;
+      break;
+    }
+    if (done) continue;  // closed by the Fd's destructor when the vector drops it
+    if (kept != i) lingering_[kept] = std::move(l);
+    ++kept;
+  }
+  lingering_.resize(kept);
 }
 
 void Worker::reap_dead() {
@@ -807,7 +837,9 @@ void Worker::serve(Store &store) {
       last_idle_check = now_ms_;
     }
     reap_dead();
+    if (!lingering_.empty()) reap_lingering(false);
   }
+  reap_lingering(true);
 }
 
 }  // namespace tablesocket

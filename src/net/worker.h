@@ -115,6 +115,20 @@ class Worker {
   static bool held(const Connection &c) { return c.commit_wait || (c.session && c.session->wrote_in_batch); }
   void reap_dead();
   void check_idle(uint64_t now_ms);
+  /* A connection the server closes after its last answer (a fatal request error, quit, a login
+     refused): its sending side is shut down and the socket kept open a moment (kLingerMs), reading
+     and discarding what the client still sends, before it is closed. Closing a socket with unread
+     input makes the kernel answer with a reset, which can destroy the answer the client has not
+     read yet (e.g. the error that explains the close). */
+  void linger(Fd fd);
+  void reap_lingering(bool all);
+  struct Lingering {
+    Fd fd;
+    uint64_t until_ms;
+  };
+  std::vector<Lingering> lingering_;
+  static constexpr uint64_t kLingerMs = 1000;
+  static constexpr size_t kMaxLingering = 1024;
 
   unsigned id_;
   const Config &cfg_;

@@ -435,3 +435,27 @@ def ts_server(server):
     if not getattr(server, "mc_port", None):
         pytest.skip("the test server has no memcached port")
     return server
+
+
+@TS_ONLY
+def test_after_a_fatal_error_the_client_can_still_send_and_reads_the_answer(ts_server):
+    """The server closes a connection after a request it cannot go on from (here a 300-byte key,
+    refused from its header); the client may still be sending the rest. The socket is shut for
+    writing and kept open a moment, draining, so the client's sends do not fail (EPIPE, a reset)
+    before it has read the answer that explains the close."""
+    s = socket.create_connection(("127.0.0.1", ts_server.mc_port))
+    try:
+        key = b"k" * 300
+        data = request(GET, key=key, opaque=7)
+        s.sendall(data[:60])
+        time.sleep(0.2)  # answered and closed meanwhile
+        for _ in range(4):
+            s.sendall(data[60:] + b"x" * 1000)  # no BrokenPipeError / ConnectionResetError
+            time.sleep(0.05)
+        s.settimeout(5)
+        got = b""
+        while chunk := s.recv(4096):
+            got += chunk
+        assert Resp(got[:24], got[24:]).shape() == err(GET, EINVAL, b"Invalid arguments", 7)
+    finally:
+        s.close()
