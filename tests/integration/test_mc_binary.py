@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from test_memcached import Target  # noqa: E402
+from test_memcached import target  # noqa: E402,F401 - the fixture: tablesocket and memcached-ref
 from ts_mc import McConn  # noqa: E402
 
 TS_ONLY = pytest.mark.tablesocket_only("the memcached front door is tablesocket's")
@@ -91,16 +91,6 @@ def err(op: int, status: int, msg: bytes, opaque: int = 0) -> tuple:
 
 def ok(op: int, extras: bytes = b"", key: bytes = b"", value: bytes = b"", opaque: int = 0) -> tuple:
     return (op, OK, opaque, extras, key, value)
-
-
-@pytest.fixture(params=[pytest.param("tablesocket", marks=TS_ONLY), "memcached-ref"])
-def target(request) -> Target:
-    if request.param == "tablesocket":
-        srv = request.getfixturevalue("server")
-        if not getattr(srv, "mc_port", None):
-            pytest.skip("the test server has no memcached port")
-        return Target("tablesocket", srv.mc_port, srv)
-    return Target("memcached-ref", request.getfixturevalue("mc_ref").port, None)
 
 
 @pytest.fixture

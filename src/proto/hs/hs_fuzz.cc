@@ -16,18 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "common/fuzz_check.h"
 #include "proto/hs/hs_protocol.h"
 
 using namespace tablesocket;
 using namespace tablesocket::hs;
 
-#define FUZZ_CHECK(cond)                                                            \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                 \
-    }                                                                               \
-  } while (0)
 
 namespace {
 

@@ -21,18 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "common/fuzz_check.h"
 #include "proto/mc/mc_protocol.h"
 
 using namespace tablesocket;
 using namespace tablesocket::mc;
 
-#define FUZZ_CHECK(cond)                                                            \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                 \
-    }                                                                               \
-  } while (0)
 
 namespace {
 
