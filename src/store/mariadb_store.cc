@@ -892,9 +892,24 @@ Store_status Mariadb_store::open_index(const Index_spec &spec, Open_index &out) 
   return {};
 }
 
-void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_t in_index, uint *key_len) {
+void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_t in_index, uint *key_len,
+                              bool memcached_key) {
   uint len = 0;
   key_has_prefix_parts_ = false;
+  /* A conversion that loses something shows as a condition (never raised as an error, even in a
+     strict write statement): key_inexact_. */
+  key_inexact_ = key_unrepresentable_ = false;
+  Diagnostics_area *da = thd_->get_stmt_da();
+  const ulong row_for_warning = da->current_row_for_warning();  // a write's "at row 1"
+  if (da->warn_count()) {
+    da->clear_warning_info(thd_->query_id);
+    da->set_current_row_for_warning(row_for_warning);
+  }
+  const enum_check_fields saved_check = thd_->count_cuted_fields;
+  const bool saved_abort = thd_->abort_on_warning;
+  const ha_rows saved_cuted = thd_->cuted_fields;
+  thd_->count_cuted_fields = CHECK_FIELD_WARN;
+  thd_->abort_on_warning = false;
   for (uint32_t i = 0; i < req.nkeys; ++i) {
     KEY_PART_INFO &kp = k.key_part[i];
     const Datum &v = (req.has_in && i == req.in_column) ? req.in_values[in_index] : req.keys[i];
@@ -909,7 +924,17 @@ void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_
       f->store("", 0, client_cs_);
     } else {
       f->set_notnull();
+      const ulong before = da->warn_count();
       f->store(v.ptr, v.len, client_cs_);
+      if (da->warn_count() != before) note_key_conditions(f, before);
+      if (memcached_key && !key_inexact_ && rounds_silently(f)) {
+        /* An integer column takes '1.5' as 2 without a word: compare the numbers. */
+        int err = 0;
+        char *end = const_cast<char *>(v.ptr) + v.len;
+        const double want = client_cs_->cset->strntod(const_cast<CHARSET_INFO *>(client_cs_),
+                                                      const_cast<char *>(v.ptr), v.len, &end, &err);
+        if (!err && want != f->val_real()) key_inexact_ = true;
+      }
     }
     if (kp.key_part_flag & HA_PART_KEY_SEG) {
       /* The key image holds only the prefix: keep the whole value, in the column's character set. */
@@ -930,8 +955,49 @@ void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_
     }
     len += kp.store_length;
   }
+  if (da->warn_count()) {  // the key's conditions only
+    da->clear_warning_info(thd_->query_id);
+    da->set_current_row_for_warning(row_for_warning);
+  }
+  thd_->count_cuted_fields = saved_check;
+  thd_->abort_on_warning = saved_abort;
+  thd_->cuted_fields = saved_cuted;
   key_copy(key_buffer(k), t->record[0], &k, len);
   *key_len = len;
+}
+
+bool Mariadb_store::rounds_silently(const Field *f) {
+  switch (f->real_type()) {
+    case MYSQL_TYPE_TINY: case MYSQL_TYPE_SHORT: case MYSQL_TYPE_INT24: case MYSQL_TYPE_LONG:
+    case MYSQL_TYPE_LONGLONG:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void Mariadb_store::note_key_conditions(Field *f, ulong before) {
+  /* Any warning (cut, rounded, out of range, an invalid or unrepresentable character, an
+     impossible date) means the column now holds another value than the key asked for; so does a
+     note, except a string column's note that only trailing spaces were cut (equal under PAD
+     SPACE, as SQL compares). On a string column "Incorrect string value" is a character the
+     conversion could not carry. */
+  bool string_column = false;
+  switch (f->real_type()) {
+    case MYSQL_TYPE_VARCHAR: case MYSQL_TYPE_VAR_STRING: case MYSQL_TYPE_STRING: case MYSQL_TYPE_TINY_BLOB:
+    case MYSQL_TYPE_MEDIUM_BLOB: case MYSQL_TYPE_LONG_BLOB: case MYSQL_TYPE_BLOB:
+      string_column = true;
+      break;
+    default: break;
+  }
+  Diagnostics_area::Sql_condition_iterator it = thd_->get_stmt_da()->sql_conditions();
+  ulong n = 0;
+  while (const Sql_condition *c = it++) {
+    if (n++ < before) continue;
+    if (string_column && c->get_sql_errno() == ER_TRUNCATED_WRONG_VALUE_FOR_FIELD) key_unrepresentable_ = true;
+    if (!string_column || c->get_level() != Sql_condition::WARN_LEVEL_NOTE) key_inexact_ = true;
+  }
+  if (n <= before) key_inexact_ = true;  // more conditions than the list holds: assume the worst
 }
 
 int Mariadb_store::full_key_cmp(const KEY &k, uint nparts) {
@@ -1088,7 +1154,7 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
   Store_status st = prepare_filters(t, idx, req);
   if (!st.ok()) return st;
   uint key_len = 0;
-  build_key(t, k, req, 0, &key_len);
+  build_key(t, k, req, 0, &key_len, idx.unique_on_first_column_);
 
   ha_rkey_function flag;
   switch (req.op) {
@@ -1136,15 +1202,18 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
   int r = 0, mr = 0;
   uchar *rec = t->record[0];
   if (sink) sink->begin(idx.columns_.size());
+  /* An exact match on a key the column cannot hold finds nothing (see key_unrepresentable_). */
+  const bool exact = req.op == Find_op::eq || req.op == Find_op::last_prefix;
+  auto names_no_row = [&] { return exact && (key_unrepresentable_ || (idx.unique_on_first_column_ && key_inexact_)); };
   while (hits < limit) {
     if (first) {
       first = false;
-      r = h->ha_index_read_map(rec, key_buf_.data(), kpm, flag);
+      r = names_no_row() ? HA_ERR_KEY_NOT_FOUND : h->ha_index_read_map(rec, key_buf_.data(), kpm, flag);
     } else if (req.has_in && !same_in_value) {
       /* HandlerSocket semantics: each IN value contributes at most its first matching row. */
       if (++in_index >= req.nin_values) break;
-      build_key(t, k, req, in_index, &key_len);
-      r = h->ha_index_read_map(rec, key_buf_.data(), kpm, flag);
+      build_key(t, k, req, in_index, &key_len, idx.unique_on_first_column_);
+      r = names_no_row() ? HA_ERR_KEY_NOT_FOUND : h->ha_index_read_map(rec, key_buf_.data(), kpm, flag);
     } else {
       switch (req.op) {
         case Find_op::eq: r = h->ha_index_next_same(rec, key_buf_.data(), key_len); break;

@@ -222,7 +222,10 @@ class Mariadb_store final : public Store {
      copies their key image into key_buf_. When a used key part indexes only a prefix of its column
      (KEY(c(10)), TEXT/BLOB keys), also keeps each full value for full_key_cmp() and sets
      key_has_prefix_parts_: the index then finds every row sharing the prefix. */
-  void build_key(TABLE *t, KEY &k, const Find_request &req, uint32_t in_index, uint *key_len);
+  /* Sets key_unrepresentable_ and key_inexact_ (memcached_key: also for an integer key column
+     that rounded a fraction without a word). */
+  void build_key(TABLE *t, KEY &k, const Find_request &req, uint32_t in_index, uint *key_len,
+                 bool memcached_key = false);
   /* SIGN(row in record[0] - requested key) in index order over the first nparts key parts, prefix
      parts compared on the whole column value with its collation (as SQL re-checks its WHERE). */
   int full_key_cmp(const KEY &k, uint nparts);
@@ -376,6 +379,20 @@ class Mariadb_store final : public Store {
   std::vector<uchar> key_buf_, filter_buf_, refs_;
   std::vector<std::string> full_key_values_;  // by key part: the value asked for (prefix parts only)
   bool key_has_prefix_parts_ = false;         // set by build_key()
+  /* Set by build_key(): the key image is not the value asked for. key_unrepresentable_: a
+     character the column's character set lacks, or an invalid byte sequence (the image holds '?'
+     there, which HandlerSocket, storing raw bytes, never matched): an exact match (=, IN, L's
+     prefix) finds no row, as SQL's WHERE col = <value> does. key_inexact_: any loss (also cut,
+     rounded, clamped, an impossible date): HandlerSocket finds the row the image names (its own
+     regression suite checks that keys are clamped), so only memcached keys (a container's index,
+     Open_index::unique_on_first_column_) miss then. */
+  bool key_unrepresentable_ = false;
+  bool key_inexact_ = false;
+  /* Classifies the conditions a key value's store raised after the first `before` into the two
+     flags above. */
+  void note_key_conditions(Field *f, ulong before);
+  /* Integer columns: a string with a fraction is stored rounded without a condition. */
+  static bool rounds_silently(const Field *f);
   std::vector<uint32_t> filter_offsets_;
   char val_buf_[MAX_FIELD_WIDTH];
   String conv_buf_;

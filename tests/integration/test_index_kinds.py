@@ -131,6 +131,80 @@ class TestPrefixKeyWrites:
         assert conn.request("1\tM-\t1\t\t10\t0\t@\t0\t1\taaa\n") == b"2\t1\tmerge\n"
 
 
+class TestKeysTheColumnCannotHold:
+    """A key with a character the key column's character set lacks (an emoji or CJK for latin1) or
+    with invalid UTF-8 was converted to '?' there, and = then found, updated or deleted the rows
+    holding '?' (found by a differential helper); SQL refuses or matches nothing, and HandlerSocket,
+    storing raw bytes, never matched them. Such an exact match now finds nothing; IN goes on with
+    its other values. (Keys cut, rounded or clamped to the column keep HandlerSocket's behaviour,
+    which its own regression suite checks; memcached keys do not, below.)"""
+
+    DDL = ("id int primary key, v varchar(5), l varchar(10) character set latin1, "
+           "key kv(v), key kl(l)")
+    ROWS = [(1, "x?y", "?"), (2, "abcde", "a?b"), (3, "xyz", "abc")]
+    CASES = [("kl", "\U0001F600"), ("kl", "a\u4e00b"), ("kv", "x\udcffy")]
+
+    @pytest.fixture
+    def kt(self, make_table):
+        return make_table(self.DDL, self.ROWS)
+
+    @pytest.mark.parametrize("index,key", CASES)
+    def test_find_update_and_delete_match_nothing(self, server, hs, kt, index, key):
+        raw = key.encode("utf-8", "surrogateescape")  # \udcff: the invalid byte 0xff
+        r, w = hs(), hs(wr=True)
+        assert r.request(f"P\t1\ttest\t{kt}\t{index}\tid\n") == b"0\t1\n"
+        assert w.request(f"P\t1\ttest\t{kt}\t{index}\tid\n") == b"0\t1\n"
+        assert r.request(b"1\t=\t1\t" + raw + b"\t10\t0\n") == b"0\t1\n"
+        assert r.request(b"1\tL\t1\t" + raw + b"\t10\t0\n") == b"0\t1\n"
+        assert w.request(b"1\t=\t1\t" + raw + b"\t10\t0\tD\n") == b"0\t1\t0\n"
+        assert w.request(b"1\t=\t1\t" + raw + b"\t10\t0\tU\t9\n") == b"0\t1\t0\n"
+        assert sql_ids(server, kt, "1") == [1, 2, 3]
+
+    def test_in_skips_such_a_value(self, hs, kt):
+        r = hs()
+        assert r.request(f"P\t1\ttest\t{kt}\tkl\tid\n") == b"0\t1\n"
+        got = r.request("1\t=\t1\tx\t10\t0\t@\t0\t3\t\U0001F600\tabc\ta?b\n".encode())
+        assert ids(got) == [3, 2]
+
+    def test_a_value_that_fits_still_matches(self, hs, kt):
+        r = hs()
+        assert r.request(f"P\t1\ttest\t{kt}\tkv\tid\n") == b"0\t1\n"
+        assert ids(r.request("1\t=\t1\tabcde\n")) == [2]
+        assert ids(r.request("1\t=\t1\tabcde   \n")) == [2]  # trailing spaces: equal under PAD SPACE
+        assert ids(r.request("1\t=\t1\tx?y\n")) == [1]
+        assert r.request(f"P\t2\ttest\t{kt}\tkl\tid\n") == b"0\t1\n"
+        assert ids(r.request("2\t=\t1\t?\n")) == [1]
+        assert ids(r.request("2\t=\t1\tABC\n")) == [3]  # latin1_swedish_ci
+
+    @pytest.mark.parametrize("ddl,stored,asked", [
+        ("k varchar(5) PRIMARY KEY", "abcde", "abcdefgh"),
+        ("k int PRIMARY KEY", "2", "1.5"),
+        ("k date PRIMARY KEY", "2024-01-01", "2024-01-01_10:00:00"),
+    ])
+    def test_a_memcached_key_its_column_cannot_hold_is_a_miss(self, server, kt, ddl, stored, asked):
+        """memcached keys are whole values: get/delete of one the key column would cut or round
+        name no row (before: the row of the cut key, echoed under the key asked for)."""
+        from ts_mc import McConn, wait_for_container
+        name = f"short_{kt}"
+        server.exec_sql("DROP TABLE IF EXISTS test.mc_short")
+        server.exec_sql(f"CREATE TABLE test.mc_short ({ddl}, v varchar(20)) ENGINE=InnoDB")
+        server.exec_sql("INSERT INTO test.mc_short VALUES (%s, 'value')", (stored,))
+        server.exec_sql("REPLACE INTO innodb_memcache.containers VALUES (%s, 'test', 'mc_short', 'k', 'v', "
+                        "'0', NULL, NULL, 'PRIMARY')", (name,), db=None)
+        c = McConn(server.mc_port)
+        try:
+            wait_for_container(c, name)
+            c.request(f"get @@{name}.{stored}\r\n", f"VALUE @@{name}.{stored} 0 5\r\nvalue\r\nEND\r\n".encode())
+            c.request(f"get @@{name}.{asked}\r\n", b"END\r\n")
+            c.request(f"delete @@{name}.{asked}\r\n", b"NOT_FOUND\r\n")
+            c.request(f"incr @@{name}.{asked} 1\r\n", b"NOT_FOUND\r\n")
+            assert server.sql("SELECT COUNT(*) FROM test.mc_short") == [("1",)]
+        finally:
+            c.close()
+            server.exec_sql("DELETE FROM innodb_memcache.containers WHERE name = %s", (name,), db=None)
+            server.exec_sql("DROP TABLE IF EXISTS test.mc_short")
+
+
 class TestIndexesWithoutLookups:
     @pytest.mark.parametrize("ddl,index", [
         ("id int primary key, body text, fulltext key ft(body)", "ft"),
