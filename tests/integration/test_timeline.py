@@ -746,3 +746,15 @@ def test_a_group_source_over_max_tokens_is_refused_not_cut_short(hs, make_table,
         (b"10001", b"10001", b"x"), (b"10000", b"10000", b"x"), (b"9999", b"9999", b"x")]
     # A smaller <max> cuts the list as asked.
     assert parse_rows(c.request(source_line(1, "M-", 4, [1], 2, 3))) == [(b"3", b"3", b"x"), (b"2", b"2", b"x")]
+
+
+@pytest.mark.tablesocket_only("HandlerSocket has no merge")
+def test_a_group_its_column_cannot_hold_contributes_no_rows(hs, make_table):
+    """A group value with a character the group column's character set lacks would be '?' in the
+    key image and merge the rows of group '?' (found for = by a differential helper)."""
+    t = make_table("id int primary key, g varchar(8) character set latin1, body varchar(8), key by_g(g, id)",
+                   [(1, "?", "q1"), (2, "a", "a2"), (3, "?", "q3")])
+    c = hs()
+    assert c.request(f"P\t1\ttest\t{t}\tby_g\tid,g,body\n") == b"0\t1\n"
+    assert c.request(merge_line(1, "M-", ["\U0001F600", "a"], 10)) == b"0\t3\t2\ta\ta2\n"
+    assert c.request(merge_line(1, "M-", ["?", "\U0001F600"], 10)) == b"0\t3\t3\t?\tq3\t1\t?\tq1\n"
