@@ -748,7 +748,6 @@ def test_a_group_source_over_max_tokens_is_refused_not_cut_short(hs, make_table,
     assert parse_rows(c.request(source_line(1, "M-", 4, [1], 2, 3))) == [(b"3", b"3", b"x"), (b"2", b"2", b"x")]
 
 
-@pytest.mark.tablesocket_only("HandlerSocket has no merge")
 def test_a_group_its_column_cannot_hold_contributes_no_rows(hs, make_table):
     """A group value with a character the group column's character set lacks would be '?' in the
     key image and merge the rows of group '?' (found for = by a differential helper)."""
