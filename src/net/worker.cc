@@ -99,7 +99,7 @@ void Worker::run() {
       snprintf(name, sizeof name, "tablesocket worker %u", id_);
       std::unique_ptr<Store> store = make_mariadb_store(counters_, name, cfg_.charset.c_str(),
                                                          cfg_.privilege_check_interval_ms, cfg_.max_batch_rows,
-                                                         cfg_.commit_overlap);
+                                                         cfg_.commit_overlap, cfg_.ddl_check_interval_ms);
       if (store) {
         serve(*store);
         end_batch(true);  // ends the open batch and answers (or closes) the writers of every commit

@@ -12,6 +12,7 @@
    try_acquire_lock, row locks with innodb_lock_wait_timeout=0): a busy table or row parks one
    request, never the worker. */
 #include "store/mariadb_store.h"
+#include "common/clock.h"
 
 #include <unistd.h>
 
@@ -229,6 +230,15 @@ Store_status Mariadb_store::ensure_open(Table_slot &s, bool want_write) {
     close_slot(s);
   }
   if (killed()) return Store_status::of(Store_errc::server_shutdown);
+  if (s.yielded_until_ms && s.for_write) {
+    if (monotonic_ms() < s.yielded_until_ms) {
+      if (want_write) return Store_status::of(Store_errc::table_busy);
+      Store_status st = open_slot(s, false);  // a read: with a read lock, which the waiting lock allows
+      if (st.ok()) s.read_only_open = true;
+      return st;
+    }
+    s.yielded_until_ms = 0;
+  }
   Store_status st = open_slot(s, s.for_write);
   if (st.errc == Store_errc::table_busy && s.for_write && !want_write) {
     /* A table written through this worker, now under a read lock that lets readers in and keeps
@@ -769,6 +779,13 @@ void Mariadb_store::yield_to_ddl() {
     if (s.table && (ddl_waits || (s.refs == 0 && !committing))) {
       if (s.refs != 0) counters_.add(counters_.table_yields);
       close_slot(s);
+      /* Not reopened for writing at once: a waiting LOCK TABLES ... READ (or FLUSH TABLES ... FOR
+         EXPORT) does not keep new write locks out, as a waiting DDL does; it is granted only at a
+         moment no one holds one, which SQL statements give it between them and workers holding
+         their tables across batches never would (two workers reopening in turn starved it, and
+         every client of the table waited, for seconds; found by a helper). Reads reopen the table
+         for reading meanwhile. */
+      if (ddl_waits) s.yielded_until_ms = monotonic_ms() + yield_backoff_ms_;
     }
     if (s.refs == 0 && !s.table) {
       by_name_.erase(slot_key(s.db, s.name));
@@ -1309,8 +1326,9 @@ bool wait_for_server_start(const std::atomic<bool> &stop) {
 
 std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name, const char *charset,
                                           unsigned privilege_check_interval_ms, uint64_t max_batch_rows,
-                                          bool commit_overlap) {
-  auto st = std::make_unique<Mariadb_store>(counters, privilege_check_interval_ms, max_batch_rows, commit_overlap);
+                                          bool commit_overlap, unsigned ddl_check_interval_ms) {
+  auto st = std::make_unique<Mariadb_store>(counters, privilege_check_interval_ms, max_batch_rows, commit_overlap,
+                                            ddl_check_interval_ms);
   if (!st->attach(thread_name, charset)) return nullptr;  // attach() logged why
   return st;
 }

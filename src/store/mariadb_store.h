@@ -63,6 +63,9 @@ struct Table_slot {
   bool in_use = false;       // slot allocated (else on the free list)
   uint64_t generation = 0;   // bumped on every (re)open
   uint32_t refs = 0;         // Open_index objects pointing here
+  /* Closed for a waiting lock: until then (monotonic ms) it is reopened for reads only (see
+     yield_to_ddl). */
+  uint64_t yielded_until_ms = 0;
 };
 
 /* The account a connection acts as: its security context and what it needs to rebuild it. */
@@ -109,9 +112,10 @@ class Commit_thread {
 
 class Mariadb_store final : public Store {
  public:
-  Mariadb_store(Counters &c, unsigned privilege_check_interval_ms, uint64_t max_batch_rows, bool commit_overlap)
+  Mariadb_store(Counters &c, unsigned privilege_check_interval_ms, uint64_t max_batch_rows, bool commit_overlap,
+                unsigned ddl_check_interval_ms)
       : counters_(c), privilege_check_interval_ms_(privilege_check_interval_ms), max_batch_rows_(max_batch_rows),
-        commit_overlap_(commit_overlap) {}
+        yield_backoff_ms_(2 * uint64_t(ddl_check_interval_ms) + 5), commit_overlap_(commit_overlap) {}
   ~Mariadb_store() override;
   /* Attaches new THDs to the calling thread (and starts the commit thread); false (logged) if
      that fails. */
@@ -330,6 +334,9 @@ class Mariadb_store final : public Store {
   Counters &counters_;
   unsigned privilege_check_interval_ms_;
   uint64_t max_batch_rows_;
+  /* How long a slot closed for a waiting lock stays closed to writes (Table_slot::yielded_until_ms):
+     longer than a check interval, so that every worker has given the table up at once. */
+  uint64_t yield_backoff_ms_;
   uint64_t rows_examined_ = 0;  // in the current batch (index reads, whatever became of the row)
   /* THDs. owner_ opens and closes the tables and holds their metadata locks; a batch runs on
      thd_, one of batch_thds_: with commit overlap, a batch that wrote is committed on the other

@@ -319,7 +319,8 @@ void set_galera_writes(bool on);
    Returns nullptr and logs when the thread cannot be set up. */
 std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name,
                                           const char *charset, unsigned privilege_check_interval_ms,
-                                          uint64_t max_batch_rows, bool commit_overlap);
+                                          uint64_t max_batch_rows, bool commit_overlap,
+                                          unsigned ddl_check_interval_ms);
 
 }  // namespace tablesocket
 #endif

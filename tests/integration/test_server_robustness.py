@@ -737,3 +737,74 @@ def test_read_locks_from_sql_let_reads_through_and_hold_writes(request, lock, un
             c.close()
             locker.close()
         assert s.sql("SELECT id, v FROM rl ORDER BY id") == [("1", "10"), ("2", "20")]
+
+
+def test_a_waiting_lock_tables_read_is_not_starved_by_two_workers(request):
+    """LOCK TABLES t READ does not keep new write metadata locks out while it waits (a waiting DDL
+    does); it is granted at a moment no one holds one. Two workers reopening the table for their
+    writers in turn never left such a moment: the LOCK waited 8-24 s and every tablesocket client of
+    the table, readers too, with it (found by a helper). A table given up for a waiting lock now
+    stays closed to writes for a moment (reads reopen it for reading)."""
+    with h.private_server(request, "lock-read-starve", ["--tablesocket-threads=2", "--log-bin=binlog", "--server-id=1",
+                                                         "--sync-binlog=1", "--innodb-flush-log-at-trx-commit=1"]) as s:
+        s.exec_sql("CREATE TABLE lr (id int primary key, n bigint not null) ENGINE=InnoDB")
+        s.exec_sql("INSERT INTO lr VALUES (1,0),(2,0),(3,0),(4,0)")
+        stop = threading.Event()
+        errors: list = []
+        worst = {"lock": 0.0, "read": 0.0}
+
+        def writer(i):
+            try:
+                c = h.hs_open(s.hs_port_wr, "lr", "n", timeout=30)
+                while not stop.is_set():
+                    if c.request(f"1\t=\t1\t{i}\t1\t0\t+\t1\n", timeout=30) != b"0\t1\t1\n":
+                        errors.append(i)
+                c.close()
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(repr(e))
+
+        def reader():
+            try:
+                c = h.hs_open(s.hs_port, "lr", "id,n", timeout=30)
+                while not stop.is_set():
+                    t0 = time.monotonic()
+                    if not c.request("1\t>=\t1\t0\t10\n", timeout=30).startswith(b"0\t2"):
+                        errors.append("read")
+                    worst["read"] = max(worst["read"], time.monotonic() - t0)
+                    time.sleep(0.005)
+                c.close()
+            except Exception as e:  # noqa: BLE001
+                errors.append(repr(e))
+
+        def sql_writer():
+            conn = h.sql_conn(s)
+            try:
+                while not stop.is_set():
+                    with conn.cursor() as cur:
+                        cur.execute("UPDATE lr SET n = n + 1 WHERE id = 4")
+                    time.sleep(0.002)
+            finally:
+                conn.close()
+
+        threads = [threading.Thread(target=writer, args=(i,)) for i in range(1, 4)]
+        threads += [threading.Thread(target=reader), threading.Thread(target=sql_writer)]
+        for th in threads:
+            th.start()
+        locker = h.sql_conn(s)
+        try:
+            time.sleep(0.5)
+            for _ in range(12):
+                with locker.cursor() as cur:
+                    t0 = time.monotonic()
+                    cur.execute("LOCK TABLES lr READ")
+                    worst["lock"] = max(worst["lock"], time.monotonic() - t0)
+                    time.sleep(0.5)
+                    cur.execute("UNLOCK TABLES")
+                time.sleep(0.3)
+        finally:
+            locker.close()
+            stop.set()
+            for th in threads:
+                th.join(60)
+        assert not errors, errors[:5]
+        assert worst["lock"] < 3.0 and worst["read"] < 3.0, worst
