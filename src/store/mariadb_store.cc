@@ -910,7 +910,7 @@ Store_status Mariadb_store::open_index(const Index_spec &spec, Open_index &out) 
 }
 
 void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_t in_index, uint *key_len,
-                              bool memcached_key) {
+                              bool whole_values) {
   uint len = 0;
   key_has_prefix_parts_ = false;
   /* A conversion that loses something shows as a condition (never raised as an error, even in a
@@ -944,7 +944,7 @@ void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_
       const ulong before = da->warn_count();
       f->store(v.ptr, v.len, client_cs_);
       if (da->warn_count() != before) note_key_conditions(f, before);
-      if (memcached_key && !key_inexact_ && rounds_silently(f)) {
+      if (whole_values && !key_inexact_ && rounds_silently(f)) {
         /* An integer column takes '1.5' as 2 without a word: compare the numbers. */
         int err = 0;
         char *end = const_cast<char *>(v.ptr) + v.len;
@@ -1171,7 +1171,7 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
   Store_status st = prepare_filters(t, idx, req);
   if (!st.ok()) return st;
   uint key_len = 0;
-  build_key(t, k, req, 0, &key_len, idx.unique_on_first_column_);
+  build_key(t, k, req, 0, &key_len, idx.unique_on_first_column_ || mod);
 
   ha_rkey_function flag;
   switch (req.op) {
@@ -1219,9 +1219,13 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
   int r = 0, mr = 0;
   uchar *rec = t->record[0];
   if (sink) sink->begin(idx.columns_.size());
-  /* An exact match on a key the column cannot hold finds nothing (see key_unrepresentable_). */
+  /* An exact match on a key the column cannot hold finds nothing (see key_unrepresentable_); a
+     write's (D, U, +, -) also when the key was cut, rounded or clamped, as SQL's UPDATE and DELETE
+     change nothing then: HandlerSocket's clamping is kept for reads only. */
   const bool exact = req.op == Find_op::eq || req.op == Find_op::last_prefix;
-  auto names_no_row = [&] { return exact && (key_unrepresentable_ || (idx.unique_on_first_column_ && key_inexact_)); };
+  auto names_no_row = [&] {
+    return exact && (key_unrepresentable_ || ((idx.unique_on_first_column_ || mod) && key_inexact_));
+  };
   while (hits < limit) {
     if (first) {
       first = false;
@@ -1229,7 +1233,7 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
     } else if (req.has_in && !same_in_value) {
       /* HandlerSocket semantics: each IN value contributes at most its first matching row. */
       if (++in_index >= req.nin_values) break;
-      build_key(t, k, req, in_index, &key_len, idx.unique_on_first_column_);
+      build_key(t, k, req, in_index, &key_len, idx.unique_on_first_column_ || mod);
       r = names_no_row() ? HA_ERR_KEY_NOT_FOUND : h->ha_index_read_map(rec, key_buf_.data(), kpm, flag);
     } else {
       switch (req.op) {

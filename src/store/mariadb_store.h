@@ -226,10 +226,10 @@ class Mariadb_store final : public Store {
      copies their key image into key_buf_. When a used key part indexes only a prefix of its column
      (KEY(c(10)), TEXT/BLOB keys), also keeps each full value for full_key_cmp() and sets
      key_has_prefix_parts_: the index then finds every row sharing the prefix. */
-  /* Sets key_unrepresentable_ and key_inexact_ (memcached_key: also for an integer key column
-     that rounded a fraction without a word). */
+  /* Sets key_unrepresentable_ and key_inexact_ (whole_values, for memcached keys and writes: also
+     for an integer key column that rounded a fraction without a word). */
   void build_key(TABLE *t, KEY &k, const Find_request &req, uint32_t in_index, uint *key_len,
-                 bool memcached_key = false);
+                 bool whole_values = false);
   /* SIGN(row in record[0] - requested key) in index order over the first nparts key parts, prefix
      parts compared on the whole column value with its collation (as SQL re-checks its WHERE). */
   int full_key_cmp(const KEY &k, uint nparts);
@@ -391,8 +391,8 @@ class Mariadb_store final : public Store {
      there, which HandlerSocket, storing raw bytes, never matched): an exact match (=, IN, L's
      prefix) finds no row, as SQL's WHERE col = <value> does. key_inexact_: any loss (also cut,
      rounded, clamped, an impossible date): HandlerSocket finds the row the image names (its own
-     regression suite checks that keys are clamped), so only memcached keys (a container's index,
-     Open_index::unique_on_first_column_) miss then. */
+     regression suite checks that keys are clamped), so only writes and memcached keys (a
+     container's index, Open_index::unique_on_first_column_) miss then. */
   bool key_unrepresentable_ = false;
   bool key_inexact_ = false;
   /* Classifies the conditions a key value's store raised after the first `before` into the two

@@ -176,6 +176,32 @@ class TestKeysTheColumnCannotHold:
         assert ids(r.request("2\t=\t1\t?\n")) == [1]
         assert ids(r.request("2\t=\t1\tABC\n")) == [3]  # latin1_swedish_ci
 
+    @pytest.mark.parametrize("index,key,where", [
+        ("ki", "1.5", "i = 1.5"), ("ki", "2.4", "i = 2.4"), ("kw", "abcdef", "w = 'abcdef'"),
+        ("kd", "2024-01-01 10:00:00", "d = '2024-01-01 10:00:00'"), ("km", "1.499", "m = 1.499"),
+        ("ks", "32768", "s = 32768"),
+    ])
+    def test_a_write_by_a_key_the_column_would_cut_or_round_changes_nothing(self, server, hs, make_table,
+                                                                              index, key, where):
+        """D, U, + and - by such a key changed the row the converted key names (or, in strict mode,
+        U and + failed with the conversion's error while D deleted); SQL's DELETE and UPDATE change
+        nothing, and so do they now. Reads keep HandlerSocket's clamping (its regression suite)."""
+        t = make_table("id int primary key, i int, w varchar(5), d date, m decimal(5,2), s smallint, "
+                       "key ki(i), key kw(w), key kd(d), key km(m), key ks(s)",
+                       [(1, 2, "abcde", "2024-01-01", 1.50, 32767), (2, 1, "x", "2024-01-02", 2.00, 1)])
+        assert server.exec_sql(f"DELETE FROM test.{t} WHERE {where}") == 0
+        before = server.sql(f"SELECT * FROM test.{t} ORDER BY id")
+        w = hs(wr=True)
+        assert w.request(f"P\t1\ttest\t{t}\t{index}\tid,i\n") == b"0\t1\n"
+        for op in ("D", "U\t9\t9", "+\t0\t1", "-\t0\t1"):
+            assert w.request(f"1\t=\t1\t{key}\t1\t0\t{op}\n") == b"0\t1\t0\n", op
+        for op in ("U?\t9\t9", "D?"):
+            assert w.request(f"1\t=\t1\t{key}\t1\t0\t{op}\n") == b"0\t2\n", op
+        assert server.sql(f"SELECT * FROM test.{t} ORDER BY id") == before
+        r = hs()
+        assert r.request(f"P\t1\ttest\t{t}\t{index}\tid\n") == b"0\t1\n"
+        assert r.request(f"1\t=\t1\t{key}\n") != b"0\t1\n"  # a read still finds the clamped row
+
     @pytest.mark.parametrize("ddl,stored,asked", [
         ("k varchar(5) PRIMARY KEY", "abcde", "abcdefgh"),
         ("k int PRIMARY KEY", "2", "1.5"),
