@@ -1,5 +1,5 @@
 /* The libFuzzer targets' check: a broken promise aborts with where and what (the fuzzer then keeps
-   the input that broke it). For src/proto/<proto>/*_fuzz.cc only. */
+   the input that broke it). For the fuzz targets (src/proto/<proto>/<name>_fuzz.cc) only. */
 #ifndef TABLESOCKET_COMMON_FUZZ_CHECK_H
 #define TABLESOCKET_COMMON_FUZZ_CHECK_H
 
