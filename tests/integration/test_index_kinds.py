@@ -211,7 +211,8 @@ class TestKeysTheColumnCannotHold:
         """memcached keys are whole values: get/delete of one the key column would cut or round
         name no row (before: the row of the cut key, echoed under the key asked for)."""
         from ts_mc import McConn, wait_for_container
-        name = f"short_{kt}"
+        import uuid
+        name = f"short_{uuid.uuid4().hex[:8]}"  # containers.name is short; kt's name is long
         server.exec_sql("DROP TABLE IF EXISTS test.mc_short")
         server.exec_sql(f"CREATE TABLE test.mc_short ({ddl}, v varchar(20)) ENGINE=InnoDB")
         server.exec_sql("INSERT INTO test.mc_short VALUES (%s, 'value')", (stored,))
