@@ -182,17 +182,13 @@ Mc_session::Exec Mc_session::bin_get(const Bin_request &rq, Byte_buffer &out) {
   const bool with_key = rq.op == Bin_op::getk || rq.op == Bin_op::gatk;
   const bool touch = rq.op == Bin_op::touch || rq.op == Bin_op::gat || rq.op == Bin_op::gatk;
   char extras[4];
-  if ((rq.op == Bin_op::get || rq.op == Bin_op::getk) && names_container(rq.key) &&
-      rq.key.find('.') == std::string_view::npos) {
-    /* "@@name": the connection's container becomes name; the value names its table (as the text
-       protocol's "get @@name"). */
+  if ((rq.op == Bin_op::get || rq.op == Bin_op::getk) && selects_container(rq.key)) {
+    /* "@@name", as the text protocol's "get @@name". */
     std::string_view row_key;
     Store_status st;
     Open_container *oc = resolve(rq.key, &row_key, &st);
     if (!oc) return bin_server_error(st, rq, out);
-    current_.assign(rq.key.substr(2));
-    default_oc_ = nullptr;
-    const std::string table = oc->def.db + "/" + oc->def.table;
+    const std::string table = use_container(rq.key, *oc);
     mc::put_be32(extras, 0);
     mc::encode_bin_response(out, rq, Bin_status::ok, 0, std::string_view(extras, 4),
                             with_key ? rq.key : std::string_view(), table);

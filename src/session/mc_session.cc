@@ -158,6 +158,12 @@ Mc_session::Open_container *Mc_session::open_container(const Mc_container &c, St
   return &slot;
 }
 
+std::string Mc_session::use_container(std::string_view key, const Open_container &oc) {
+  current_.assign(key.substr(2));
+  default_oc_ = nullptr;  // the next key without @@ resolves against the new container
+  return oc.def.db + "/" + oc.def.table;
+}
+
 Mc_session::Open_container *Mc_session::resolve(std::string_view key, std::string_view *row_key, Store_status *st) {
   *st = containers_.refresh(store_, cfg_.mc_config_schema, monotonic_ms());
   if (!st->ok() && !containers_.loaded()) {
@@ -621,13 +627,10 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
     Open_container *oc = resolve(key, &row_key, &st);
     if (!oc) return server_error(st, out, false);
     const size_t first = items_.size();
-    if (names_container(key) && key.find('.') == std::string_view::npos) {
-      /* "get @@name": the connection's container becomes name; the reply names its table. */
-      current_.assign(key.substr(2));
-      default_oc_ = nullptr;  // the next key without @@ resolves against the new container
+    if (selects_container(key)) {
       Item it;
       it.key.assign(key);
-      it.value = oc->def.db + "/" + oc->def.table;
+      it.value = use_container(key, *oc);
       items_.push_back(std::move(it));
       owner.push_back(nullptr);
       continue;
@@ -947,7 +950,7 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
   info.cas = rq.meta.has('c') ? cas_of(it) : 0;
   info.client_flags = it.flags;
   info.size = uint32_t(it.value.size());
-  info.ttl = it.expiry > 0 ? std::max<int64_t>(it.expiry - int64_t(time(nullptr)), 0) : -1;
+  info.ttl = ttl_of(it);
   info.key_binary = rq.meta.base64_key;
   info.won = won;
   info.stale = stale;
@@ -1101,7 +1104,7 @@ Mc_session::Exec Mc_session::exec_ma(const Mc_request &rq, Byte_buffer &out) {
     st = lookup(*oc, &row_key, 1, items_);
     if (!st.ok()) return server_error(st, out, false);
     if (!items_.empty())
-      info.ttl = items_[0].expiry > 0 ? std::max<int64_t>(items_[0].expiry - int64_t(time(nullptr)), 0) : -1;
+      info.ttl = ttl_of(items_[0]);
   }
   if (rq.meta.return_value)
     mc::encode_meta_value(out, rq, &info, v);

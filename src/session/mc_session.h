@@ -3,7 +3,9 @@
 #ifndef TABLESOCKET_SESSION_MC_SESSION_H
 #define TABLESOCKET_SESSION_MC_SESSION_H
 
+#include <algorithm>
 #include <cstdint>
+#include <ctime>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -84,10 +86,20 @@ class Mc_session final : public Session {
      Returns the open container (nullptr with *st set when none) and the row key in *row_key. */
   Open_container *resolve(std::string_view key, std::string_view *row_key, Store_status *st);
   Open_container *open_container(const Mc_container &c, Store_status *st);
+  /* "@@name" alone as a get's key: oc (resolved from it) becomes the connection's container; the
+     reply's value is what this returns, its table ("db/table"). */
+  static bool selects_container(std::string_view key) {
+    return names_container(key) && key.find('.') == std::string_view::npos;
+  }
+  std::string use_container(std::string_view key, const Open_container &oc);
   /* Looks up keys (all in container oc); appends found, unexpired items in request order. */
   /* Turns captured rows into items, dropping expired ones. */
   void decode_items(const Kv_layout &l, const Captured_rows &rows, std::vector<Item> &items);
   static uint64_t cas_of(Item &it);  // the item's cas; derived from its content if the row has none
+  /* The item's remaining seconds, at least 0, or -1 when it never expires (meta's t flag). */
+  static int64_t ttl_of(const Item &it) {
+    return it.expiry > 0 ? std::max<int64_t>(it.expiry - int64_t(time(nullptr)), 0) : -1;
+  }
   void clear_items();                // items_.clear(), keeping value buffers for the next request
   Store_status lookup(Open_container &oc, const std::string_view *keys, size_t n, std::vector<Item> &items);
   Store_status range(Open_container &oc, std::string_view spec, std::vector<Item> &items);

@@ -230,21 +230,15 @@ Store_status Mariadb_store::ensure_open(Table_slot &s, bool want_write) {
     close_slot(s);
   }
   if (killed()) return Store_status::of(Store_errc::server_shutdown);
-  if (s.yielded_until_ms && s.for_write) {
-    if (monotonic_ms() < s.yielded_until_ms) {
-      if (want_write) return Store_status::of(Store_errc::table_busy);
-      Store_status st = open_slot(s, false);  // a read: with a read lock, which the waiting lock allows
-      if (st.ok()) s.read_only_open = true;
-      return st;
-    }
-    s.yielded_until_ms = 0;
-  }
-  Store_status st = open_slot(s, s.for_write);
+  /* Given up for a waiting lock a moment ago (yield_to_ddl): not reopened for writing yet. */
+  if (s.yielded_until_ms && monotonic_ms() >= s.yielded_until_ms) s.yielded_until_ms = 0;
+  Store_status st = s.for_write && s.yielded_until_ms ? Store_status::of(Store_errc::table_busy)
+                                                       : open_slot(s, s.for_write);
   if (st.errc == Store_errc::table_busy && s.for_write && !want_write) {
     /* A table written through this worker, now under a read lock that lets readers in and keeps
        writers out (LOCK TABLES ... READ, FLUSH TABLES ... FOR EXPORT, FLUSH TABLES WITH READ
-       LOCK): opened for reading, as SQL's SELECT opens it, so reads go on; the next write
-       reopens it for writing (and waits, as SQL's would, until the read lock is gone). */
+       LOCK), or waited for by one: opened for reading, as SQL's SELECT opens it, so reads go on;
+       the next write reopens it for writing (and waits, as SQL's would, until the lock is gone). */
     st = open_slot(s, false);
     if (st.ok()) s.read_only_open = true;
   }
@@ -914,14 +908,16 @@ void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_
   uint len = 0;
   key_has_prefix_parts_ = false;
   /* A conversion that loses something shows as a condition (never raised as an error, even in a
-     strict write statement): key_inexact_. */
-  key_inexact_ = key_unrepresentable_ = false;
+     strict write statement): key_names_no_row_. The conditions are the key's alone, and dropped. */
+  Key_loss loss = Key_loss::none;
   Diagnostics_area *da = thd_->get_stmt_da();
   const ulong row_for_warning = da->current_row_for_warning();  // a write's "at row 1"
-  if (da->warn_count()) {
+  auto drop_conditions = [&] {
+    if (!da->warn_count()) return;
     da->clear_warning_info(thd_->query_id);
     da->set_current_row_for_warning(row_for_warning);
-  }
+  };
+  drop_conditions();
   const enum_check_fields saved_check = thd_->count_cuted_fields;
   const bool saved_abort = thd_->abort_on_warning;
   const ha_rows saved_cuted = thd_->cuted_fields;
@@ -943,14 +939,14 @@ void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_
       f->set_notnull();
       const ulong before = da->warn_count();
       f->store(v.ptr, v.len, client_cs_);
-      if (da->warn_count() != before) note_key_conditions(f, before);
-      if (whole_values && !key_inexact_ && rounds_silently(f)) {
+      if (da->warn_count() != before) loss = std::max(loss, key_loss(f, before));
+      if (whole_values && loss == Key_loss::none && rounds_silently(f)) {
         /* An integer column takes '1.5' as 2 without a word: compare the numbers. */
         int err = 0;
         char *end = const_cast<char *>(v.ptr) + v.len;
         const double want = client_cs_->cset->strntod(const_cast<CHARSET_INFO *>(client_cs_),
                                                       const_cast<char *>(v.ptr), v.len, &end, &err);
-        if (!err && want != f->val_real()) key_inexact_ = true;
+        if (!err && want != f->val_real()) loss = Key_loss::converted;
       }
     }
     if (kp.key_part_flag & HA_PART_KEY_SEG) {
@@ -972,10 +968,8 @@ void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_
     }
     len += kp.store_length;
   }
-  if (da->warn_count()) {  // the key's conditions only
-    da->clear_warning_info(thd_->query_id);
-    da->set_current_row_for_warning(row_for_warning);
-  }
+  drop_conditions();
+  key_names_no_row_ = loss == Key_loss::unrepresentable || (whole_values && loss != Key_loss::none);
   thd_->count_cuted_fields = saved_check;
   thd_->abort_on_warning = saved_abort;
   thd_->cuted_fields = saved_cuted;
@@ -993,7 +987,7 @@ bool Mariadb_store::rounds_silently(const Field *f) {
   }
 }
 
-void Mariadb_store::note_key_conditions(Field *f, ulong before) {
+Mariadb_store::Key_loss Mariadb_store::key_loss(Field *f, ulong before) const {
   /* Any warning (cut, rounded, out of range, an invalid or unrepresentable character, an
      impossible date) means the column now holds another value than the key asked for; so does a
      note, except a string column's note that only trailing spaces were cut (equal under PAD
@@ -1008,13 +1002,15 @@ void Mariadb_store::note_key_conditions(Field *f, ulong before) {
     default: break;
   }
   Diagnostics_area::Sql_condition_iterator it = thd_->get_stmt_da()->sql_conditions();
+  Key_loss loss = Key_loss::none;
   ulong n = 0;
   while (const Sql_condition *c = it++) {
     if (n++ < before) continue;
-    if (string_column && c->get_sql_errno() == ER_TRUNCATED_WRONG_VALUE_FOR_FIELD) key_unrepresentable_ = true;
-    if (!string_column || c->get_level() != Sql_condition::WARN_LEVEL_NOTE) key_inexact_ = true;
+    if (string_column && c->get_sql_errno() == ER_TRUNCATED_WRONG_VALUE_FOR_FIELD) return Key_loss::unrepresentable;
+    if (!string_column || c->get_level() != Sql_condition::WARN_LEVEL_NOTE) loss = Key_loss::converted;
   }
-  if (n <= before) key_inexact_ = true;  // more conditions than the list holds: assume the worst
+  if (n <= before) loss = Key_loss::converted;  // more conditions than the list holds: assume the worst
+  return loss;
 }
 
 int Mariadb_store::full_key_cmp(const KEY &k, uint nparts) {
@@ -1219,13 +1215,11 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
   int r = 0, mr = 0;
   uchar *rec = t->record[0];
   if (sink) sink->begin(idx.columns_.size());
-  /* An exact match on a key the column cannot hold finds nothing (see key_unrepresentable_); a
-     write's (D, U, +, -) also when the key was cut, rounded or clamped, as SQL's UPDATE and DELETE
-     change nothing then: HandlerSocket's clamping is kept for reads only. */
+  /* An exact match on a key the column cannot hold finds nothing (key_names_no_row_); a write's
+     (D, U, +, -) also when the key was cut, rounded or clamped (whole_values), as SQL's UPDATE and
+     DELETE change nothing then: HandlerSocket's clamping is kept for reads only. */
   const bool exact = req.op == Find_op::eq || req.op == Find_op::last_prefix;
-  auto names_no_row = [&] {
-    return exact && (key_unrepresentable_ || ((idx.unique_on_first_column_ || mod) && key_inexact_));
-  };
+  auto names_no_row = [&] { return exact && key_names_no_row_; };
   while (hits < limit) {
     if (first) {
       first = false;

@@ -226,8 +226,7 @@ class Mariadb_store final : public Store {
      copies their key image into key_buf_. When a used key part indexes only a prefix of its column
      (KEY(c(10)), TEXT/BLOB keys), also keeps each full value for full_key_cmp() and sets
      key_has_prefix_parts_: the index then finds every row sharing the prefix. */
-  /* Sets key_unrepresentable_ and key_inexact_ (whole_values, for memcached keys and writes: also
-     for an integer key column that rounded a fraction without a word). */
+  /* Also sets key_names_no_row_ (whole_values: memcached keys and writes, see there). */
   void build_key(TABLE *t, KEY &k, const Find_request &req, uint32_t in_index, uint *key_len,
                  bool whole_values = false);
   /* SIGN(row in record[0] - requested key) in index order over the first nparts key parts, prefix
@@ -268,6 +267,8 @@ class Mariadb_store final : public Store {
   Arith add_to_field(Field *f, const Datum &v, bool subtract);
   Store_status lock_failed();
   bool binlog_cache_full();
+  /* The statement failed for max_binlog_cache_size or max_binlog_stmt_cache_size. */
+  bool binlog_cache_error() const;
   /* Galera (mariadb_store_galera.cc): a batch that writes is a wsrep transaction of its THD. */
   Store_status galera_check_ready();
   Store_status galera_begin_write();
@@ -386,18 +387,18 @@ class Mariadb_store final : public Store {
   std::vector<uchar> key_buf_, filter_buf_, refs_;
   std::vector<std::string> full_key_values_;  // by key part: the value asked for (prefix parts only)
   bool key_has_prefix_parts_ = false;         // set by build_key()
-  /* Set by build_key(): the key image is not the value asked for. key_unrepresentable_: a
-     character the column's character set lacks, or an invalid byte sequence (the image holds '?'
-     there, which HandlerSocket, storing raw bytes, never matched): an exact match (=, IN, L's
-     prefix) finds no row, as SQL's WHERE col = <value> does. key_inexact_: any loss (also cut,
-     rounded, clamped, an impossible date): HandlerSocket finds the row the image names (its own
-     regression suite checks that keys are clamped), so only writes and memcached keys (a
-     container's index, Open_index::unique_on_first_column_) miss then. */
-  bool key_unrepresentable_ = false;
-  bool key_inexact_ = false;
-  /* Classifies the conditions a key value's store raised after the first `before` into the two
-     flags above. */
-  void note_key_conditions(Field *f, ulong before);
+  /* Set by build_key(): an exact match (=, an IN value, L's prefix, a memcached key) on the key
+     finds no row, because storing it into its column lost what the match depends on: a character
+     the column's character set lacks or an invalid byte sequence (the image holds '?' there, which
+     HandlerSocket, storing raw bytes, never matched; SQL refuses or matches nothing); with
+     whole_values (memcached keys, writes) any loss: cut, rounded, clamped, an impossible date (SQL's
+     UPDATE and DELETE change nothing then). Reads keep HandlerSocket's clamping, which its own
+     regression suite checks. */
+  bool key_names_no_row_ = false;
+  /* What storing a key value into its column lost, ordered by weight. */
+  enum class Key_loss : uint8_t { none, converted, unrepresentable };
+  /* From the conditions the store raised after the first `before`. */
+  Key_loss key_loss(Field *f, ulong before) const;
   /* Integer columns: a string with a fraction is stored rounded without a condition. */
   static bool rounds_silently(const Field *f);
   std::vector<uint32_t> filter_offsets_;

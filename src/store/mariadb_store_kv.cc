@@ -118,7 +118,7 @@ Store_status Mariadb_store::kv_write(Open_index &idx, const Kv_layout &layout, c
   h->ha_index_or_rnd_end();
   int r = h->ha_index_init(idx.index_no_, true);
   /* A key the key column cannot hold (longer than it, say) names no row: a miss. */
-  if (!r) r = key_inexact_ || key_unrepresentable_ ? HA_ERR_KEY_NOT_FOUND : h->ha_index_read_map(t->record[0], key_buf_.data(), 1, HA_READ_KEY_EXACT);
+  if (!r) r = key_names_no_row_ ? HA_ERR_KEY_NOT_FOUND : h->ha_index_read_map(t->record[0], key_buf_.data(), 1, HA_READ_KEY_EXACT);
   /* A key column indexed by a prefix only: the row must hold this very key, not just its prefix. */
   while (!r && ((key_has_prefix_parts_ && full_key_cmp(k, 1) != 0) || history_row(t)))
     r = h->ha_index_next_same(t->record[0], key_buf_.data(), key_len);

@@ -130,7 +130,7 @@ Store_status Mariadb_store::merge(Open_index &idx, const Find_request &req, Row_
   for (uint32_t g = 0; g < req.nin_values; ++g) {
     uint len;
     build_key(t, k, req, g, &len);
-    if (key_unrepresentable_) continue;  // a group value the column cannot hold names no rows
+    if (key_names_no_row_) continue;  // a group value the column cannot hold names no rows
     groups.emplace_back(key_buf_.begin(), key_buf_.begin() + bound_len);
   }
   std::sort(groups.begin(), groups.end(), [&](const std::vector<uchar> &a, const std::vector<uchar> &b) {

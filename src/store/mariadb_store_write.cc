@@ -224,11 +224,14 @@ bool Mariadb_store::binlog_cache_full() {
   /* The batch's binary log cache would pass max_binlog_cache_size with this request's rows, but
      not without the other requests' before it: the request runs again in the next batch (the
      worker ends this one), as SQL would have run it in a transaction of its own. */
-  if (!batch_wrote_ || !thd_->get_stmt_da()->is_error()) return false;
-  const uint e = thd_->get_stmt_da()->sql_errno();
-  if (e != ER_TRANS_CACHE_FULL && e != ER_STMT_CACHE_FULL) return false;
+  if (!batch_wrote_ || !binlog_cache_error()) return false;
   batch_full_ = true;
   return true;
+}
+
+bool Mariadb_store::binlog_cache_error() const {
+  const Diagnostics_area *da = thd_->get_stmt_da();
+  return da->is_error() && (da->sql_errno() == ER_TRANS_CACHE_FULL || da->sql_errno() == ER_STMT_CACHE_FULL);
 }
 
 bool Mariadb_store::end_write(Table_slot &s, bool ok) {
@@ -309,17 +312,11 @@ Store_status Mariadb_store::failed_write(Table_slot &s, int handler_error) {
     end_write(s, false);
     return Store_status::of(Store_errc::table_busy);
   }
-  if (handler_error == kBadValue) {
-    std::string msg = last_error_;
-    end_write(s, false);
-    last_error_ = msg;
-    return bad_value_status();
-  }
-  if (thd_->get_stmt_da()->is_error() && (thd_->get_stmt_da()->sql_errno() == ER_TRANS_CACHE_FULL ||
-                                          thd_->get_stmt_da()->sql_errno() == ER_STMT_CACHE_FULL)) {
-    /* One request's rows alone do not fit max_binlog_cache_size: SQL's message, as SQL answers
-       such a statement (an earlier request's rows in the way is binlog_cache_full() above). */
-    std::string msg = thd_->get_stmt_da()->message();
+  /* A value the column refused (message in last_error_), or one request's rows alone do not fit
+     the binary log's cache (an earlier request's rows in the way is binlog_cache_full() above):
+     the server's message, as SQL answers such a statement. */
+  if (handler_error == kBadValue || binlog_cache_error()) {
+    std::string msg = handler_error == kBadValue ? last_error_ : std::string(thd_->get_stmt_da()->message());
     end_write(s, false);
     last_error_ = msg;
     return bad_value_status();
