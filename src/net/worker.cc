@@ -99,7 +99,8 @@ void Worker::run() {
       snprintf(name, sizeof name, "tablesocket worker %u", id_);
       std::unique_ptr<Store> store = make_mariadb_store(counters_, name, cfg_.charset.c_str(),
                                                          cfg_.privilege_check_interval_ms, cfg_.max_batch_rows,
-                                                         cfg_.commit_overlap, cfg_.ddl_check_interval_ms);
+                                                         cfg_.commit_overlap, cfg_.ddl_check_interval_ms,
+                                                         cfg_.lock_wait_timeout_ms);
       if (store) {
         serve(*store);
         end_batch(true);  // ends the open batch and answers (or closes) the writers of every commit
@@ -575,6 +576,8 @@ void Worker::reap_dead() {
                   awaiting_.end());
   batch_writers_.erase(std::remove_if(batch_writers_.begin(), batch_writers_.end(), [](Connection *c) { return c->dead; }),
                        batch_writers_.end());
+  write_waiters_.erase(std::remove_if(write_waiters_.begin(), write_waiters_.end(), [](Connection *c) { return c->dead; }),
+                       write_waiters_.end());
   conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const std::unique_ptr<Connection> &c) { return c->dead; }),
                conns_.end());
 }
@@ -663,18 +666,25 @@ void Worker::end_batch(bool force) {
   /* The previous batch's commit, if it is done (or, for a batch that wrote and cannot wait any
      longer, once it is done). A batch that wrote is handed off only after it: one commit in flight,
      batches commit in order. Meanwhile the batch stays open and the loop goes on, so reads (and
-     other clients' writes) are served while that commit runs; it stays open at most
-     ddl_check_interval, or until its row budget is spent. */
+     other clients' writes) are served while that commit runs. After ddl_check_interval, or at
+     once when that commit waits for the backup lock, it takes no more writes (they wait in
+     write_waiters_ for it to end): a commit can wait long, at BACKUP STAGE BLOCK_COMMIT for as
+     long as mariabackup holds it, and the worker goes on serving reads meanwhile rather than wait
+     with them (a read of a row the open batch wrote waits, as its writer does, for the commit: so
+     the sooner the batch stops taking writes, the fewer such reads). Only a spent row budget
+     makes the worker wait. */
   bool reaped = false, lost_before = false;
   if (store.commit_in_flight()) {
-    const uint64_t open_for = batch_open_ ? now_ms_ - open_since_ms_ : 0;
-    const bool must_wait = force || (store.batch_wrote() && (store.batch_budget_spent() ||
-                                                             open_for >= cfg_.ddl_check_interval_ms));
+    const bool must_wait = force || (store.batch_wrote() && store.batch_budget_spent());
     reaped = store.reap_commit(must_wait, &lost_before);
     if (!reaped && store.batch_wrote()) {
       if (!batch_open_) {
         batch_open_ = true;
         open_since_ms_ = now_ms_;
+      }
+      if (!batch_closed_ && (now_ms_ - open_since_ms_ >= cfg_.ddl_check_interval_ms || store.commit_waits_for_lock())) {
+        store.close_batch_to_writes();
+        batch_closed_ = true;
       }
       store.end_statements();  // the next loop's requests read a fresh snapshot
       return;
@@ -705,6 +715,16 @@ void Worker::end_batch(bool force) {
     }
   }
   batch_open_ = false;
+  batch_closed_ = false;
+  /* Writes refused while the commit in flight was held up run once it is done (a writer of the
+     batch just handed off waits for that one's commit first: release_writers() queues it). */
+  if (reaped || !store.commit_in_flight()) {
+    for (Connection *c : write_waiters_) {
+      c->waits_batch = false;
+      if (!c->dead && !c->commit_wait) mark_pending(*c);
+    }
+    write_waiters_.clear();
+  }
   /* Answered only now: the batch that just ended read (possibly) without their writes, and none
      of its reads may come after they hear that their writes are done. */
   if (reaped) release_writers(before, lost_before);
@@ -728,7 +748,7 @@ void Worker::serve(Store &store) {
       timeout = 2;
     else
       timeout = store.open_table_count() ? int(cfg_.ddl_check_interval_ms) : 100;
-    if (batch_open_) {  // the commit thread's eventfd ends the wait; this bounds it
+    if (batch_open_ && !batch_closed_) {  // the commit thread's eventfd ends the wait; this bounds it
       const uint64_t left = cfg_.ddl_check_interval_ms - std::min<uint64_t>(cfg_.ddl_check_interval_ms, now_ms_ - open_since_ms_);
       timeout = std::min(timeout, int(left));
     }
@@ -775,11 +795,19 @@ void Worker::serve(Store &store) {
           close_connection(*c);
           continue;
         }
+        if (c->session->parked() && now_ms_ < c->retry_at_ms) {
+          /* Waiting for a lock: tried again once per millisecond, not on every loop (busy readers
+             make loops short; under FLUSH TABLES WITH READ LOCK 16 parked writers were tried
+             560,000 times a second). */
+          mark_pending(*c);
+          continue;
+        }
         if (store.batch_budget_spent()) {
           mark_pending(*c);  // runs first thing in the next batch
           continue;
         }
         const uint64_t dirty_before = store.reads_of_written_tables();
+        const uint64_t refused_before = store.writes_refused_closed();
         Session_outcome o = c->session->run(c->in, c->out, cfg_.max_requests_per_batch);
         /* It read a table this batch wrote: what it saw may not be committed yet, so its replies
            wait for the commit as a writer's do (and are never sent if the commit fails). */
@@ -796,7 +824,15 @@ void Worker::serve(Store &store) {
         if (c->dead) continue;
         switch (o) {
           case Session_outcome::idle: break;
-          case Session_outcome::parked: mark_pending(*c); break;
+          case Session_outcome::parked:
+            if (store.writes_refused_closed() == refused_before) {
+              c->retry_at_ms = now_ms_ + 1;  // a lock someone else holds: tried again in the next millisecond
+              mark_pending(*c);
+            } else if (!c->waits_batch) {
+              c->waits_batch = true;  // a write the open batch no longer takes: after that batch
+              write_waiters_.push_back(c);
+            }
+            break;
           case Session_outcome::yielded:
             /* Over the output high water it waits for EPOLLOUT to drain its replies (flush_output
                resumes it); retrying at once would spin while the client does not read. */

@@ -57,6 +57,8 @@ struct Connection {
   bool pending = false;        // in the worker's pending list
   bool commit_wait = false;    // wrote in a batch whose commit is in flight: replies and requests wait
   bool batch_writer = false;   // wrote in the batch still open (in Worker::batch_writers_)
+  uint64_t retry_at_ms = 0;    // parked: not tried again before this
+  bool waits_batch = false;    // a write the open batch refused waits for it to end (Worker::write_waiters_)
   int64_t accounted = 0;       // buffer bytes counted in Server::buffer_bytes for this connection
   uint64_t id = 0;             // the server's connection number
 };
@@ -153,7 +155,9 @@ class Worker {
   std::vector<Connection *> batch_;
   std::vector<Connection *> awaiting_;  // commit_wait connections (the in-flight commit's writers)
   std::vector<Connection *> batch_writers_;  // connections that wrote in the store's current batch
+  std::vector<Connection *> write_waiters_;  // waits_batch connections
   bool batch_open_ = false;     // the batch wrote and waits (across loops) for the previous commit
+  bool batch_closed_ = false;   // ... and takes no more writes (Store::close_batch_to_writes)
   uint64_t open_since_ms_ = 0;
   bool any_dead_ = false;
   uint64_t now_ms_ = 0;

@@ -143,13 +143,17 @@ MYSQL_SYSVAR_UINT(ddl_check_interval, sv_ddl_check_interval, PLUGIN_VAR_READONLY
                   "Milliseconds between checks for DDL or FLUSH TABLES waiting on a table a worker "
                   "holds open; the table is then closed so the DDL proceeds. Bounds the extra wait DDL "
                   "sees from tablesocket. Also bounds how long a batch that wrote stays open, taking more "
-                  "requests, while the previous batch's commit runs (tablesocket_commit_overlap) before "
-                  "the worker waits for that commit.",
+                  "requests, while the previous batch's commit runs (tablesocket_commit_overlap); after it, "
+                  "the open batch takes no more writes (they wait for the next batch) until that "
+                  "commit is done, and reads go on.",
                   nullptr, nullptr, kDefaults.ddl_check_interval_ms, 1, 1000, 0);
 MYSQL_SYSVAR_UINT(lock_wait_timeout, sv_lock_wait_timeout, PLUGIN_VAR_READONLY,
                   "Milliseconds a request waits for a metadata lock (DDL) or a row lock (another "
                   "transaction) before it fails with '1\\t1\\tlock_wait_timeout'. The waiting request "
-                  "is retried every few milliseconds; its worker keeps serving other clients meanwhile.",
+                  "is retried every millisecond or two; its worker keeps serving other clients meanwhile. "
+                  "Also how long a commit on the commit thread waits for the backup lock (BACKUP STAGE "
+                  "BLOCK_COMMIT, FLUSH TABLES WITH READ LOCK), as SQL's COMMIT waits lock_wait_timeout; "
+                  "a commit that waits longer fails and its writers are disconnected unanswered.",
                   nullptr, nullptr, kDefaults.lock_wait_timeout_ms, 1, 31536000, 0);
 MYSQL_SYSVAR_STR(character_set, sv_character_set, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
                  "Character set of the values clients send and receive (like character_set_client and "

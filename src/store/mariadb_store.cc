@@ -122,6 +122,7 @@ bool Mariadb_store::attach(const char *thread_name, const char *charset) {
   if (commit_overlap_) {
     std::string error;
     committer_ = std::make_unique<Commit_thread>();
+    committer_->set_lock_wait_s(commit_lock_wait_s_);
     if (!committer_->start(thread_name, &error)) {
       sql_print_error("tablesocket: cannot start the commit thread of %s: %s", thread_name, error.c_str());
       committer_.reset();
@@ -540,12 +541,14 @@ void reset_handler(TABLE *t) {
   t->rpl_write_set = t->write_set;
 }
 
-bool Mariadb_store::commit_thd(THD *thd, bool wrote, MDL_ticket *const backup_locks[2]) {
+bool Mariadb_store::commit_thd(THD *thd, bool wrote, MDL_ticket *const backup_locks[2], const char *refused) {
   bool lost = false;
-  if (trans_commit(thd)) {
+  if (refused || trans_commit(thd)) {
     /* Nothing of this batch is durable: the worker closes every connection that wrote in it rather
        than let an acknowledged write vanish. */
-    const char *why = thd->get_stmt_da()->is_error() ? thd->get_stmt_da()->message() : "commit failed";
+    const char *why = refused                             ? refused
+                      : thd->get_stmt_da()->is_error() ? thd->get_stmt_da()->message()
+                                                         : "commit failed";
     sql_print_warning("tablesocket: batch commit failed: %s", why);
     lost = wrote;
     trans_rollback(thd);
@@ -601,6 +604,10 @@ void Mariadb_store::end_statements() {
   /* As SQL ends a statement inside a transaction. At READ COMMITTED (see new_thd) InnoDB closes
      the transaction's read view when its last table is unlocked; the next read opens a new one. */
   if (in_batch_) unlock_batch_tables();
+  /* A batch closed to writes stays open for reads only, until the commit before it is done: its
+     row budget then counts per loop, as a new batch's would (else reads would spend it and the
+     worker would wait for that commit with every client). */
+  if (writes_closed_) rows_examined_ = 0;
 }
 
 bool Mariadb_store::end_batch() {
@@ -621,6 +628,7 @@ bool Mariadb_store::end_batch() {
   in_batch_ = false;
   rows_examined_ = 0;
   batch_full_ = false;
+  writes_closed_ = false;
   for (uint32_t n : written_slots_) {
     Table_slot &w = slots_[n];
     w.written = w.written_blind = false;
@@ -738,7 +746,33 @@ void Commit_thread::run() {
     thd->store_globals();
     const char *saved_info = thd->proc_info;
     thd->proc_info = name_.c_str();
-    const bool lost = Mariadb_store::commit_thd(thd, wrote_, backup_locks_);
+    /* The one lock a commit waits for is the backup lock a read-write transaction's commit takes
+       (held off by BACKUP STAGE BLOCK_COMMIT and FLUSH TABLES WITH READ LOCK). Taken here, before
+       ha_commit_trans() (which then uses it, as it does for Spider), so that the worker can tell
+       a commit waiting for it (lock_waiting()) from one waiting for its fsync; and with
+       tablesocket_lock_wait_timeout, as SQL's COMMIT waits lock_wait_timeout, rather than the 2 s
+       a worker's own statements get: mariabackup holding BLOCK_COMMIT a few seconds delays the
+       batch's writers instead of failing the commit (which closes them). */
+    MDL_request commit_lock;
+    const char *refused = nullptr;
+    if (wrote_) {
+      MDL_REQUEST_INIT(&commit_lock, MDL_key::BACKUP, "", "", MDL_BACKUP_COMMIT, MDL_EXPLICIT);
+      if (thd->mdl_context.try_acquire_lock(&commit_lock)) {
+        refused = "cannot take the backup commit lock";
+      } else if (!commit_lock.ticket) {
+        lock_waiting_.store(true, std::memory_order_relaxed);
+        if (thd->mdl_context.acquire_lock(&commit_lock, double(lock_wait_s_)))
+          refused = "timed out waiting for the backup lock (BACKUP STAGE BLOCK_COMMIT or FLUSH TABLES "
+                    "WITH READ LOCK held longer than tablesocket_lock_wait_timeout)";
+        lock_waiting_.store(false, std::memory_order_relaxed);
+      }
+      if (commit_lock.ticket) thd->backup_commit_lock = &commit_lock;
+    }
+    const bool lost = Mariadb_store::commit_thd(thd, wrote_, backup_locks_, refused);
+    if (commit_lock.ticket) {
+      thd->backup_commit_lock = nullptr;
+      thd->mdl_context.release_lock(commit_lock.ticket);
+    }
     thd->proc_info = saved_info;
     thd->reset_globals();  // the worker attaches it again when it takes it back
     lk.lock();
@@ -1324,9 +1358,10 @@ bool wait_for_server_start(const std::atomic<bool> &stop) {
 
 std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name, const char *charset,
                                           unsigned privilege_check_interval_ms, uint64_t max_batch_rows,
-                                          bool commit_overlap, unsigned ddl_check_interval_ms) {
+                                          bool commit_overlap, unsigned ddl_check_interval_ms,
+                                          unsigned lock_wait_timeout_ms) {
   auto st = std::make_unique<Mariadb_store>(counters, privilege_check_interval_ms, max_batch_rows, commit_overlap,
-                                            ddl_check_interval_ms);
+                                            ddl_check_interval_ms, lock_wait_timeout_ms);
   if (!st->attach(thread_name, charset)) return nullptr;  // attach() logged why
   return st;
 }

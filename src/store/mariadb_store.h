@@ -5,6 +5,8 @@
 
 #include "store/server_incl.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -94,7 +96,15 @@ class Commit_thread {
   /* Hands thd over to commit its transaction (then release backup_locks); the caller must not
      touch thd until done() is true. notify_fd, if >= 0, gets 1 written to it when it is done. */
   void submit(THD *thd, MDL_ticket *const backup_locks[2], bool wrote, int notify_fd);
+  /* How long (seconds) a commit here waits for the backup lock a commit takes (held off by BACKUP
+     STAGE BLOCK_COMMIT and FLUSH TABLES WITH READ LOCK), as an SQL COMMIT waits lock_wait_timeout.
+     The worker goes on meanwhile: its open batch only stops taking writes (see
+     Store::close_batch_to_writes). Set before start(). */
+  void set_lock_wait_s(unsigned s) { lock_wait_s_ = s; }
   bool done();                 // the submitted commit finished (or nothing was submitted)
+  /* The submitted commit waits for the backup lock (BACKUP STAGE BLOCK_COMMIT, FLUSH TABLES WITH
+     READ LOCK): possibly for long, unlike an fsync. */
+  bool lock_waiting() const { return lock_waiting_.load(std::memory_order_relaxed); }
   bool wait();                 // waits until done(); returns whether its writes were lost
  private:
   void run();
@@ -107,15 +117,18 @@ class Commit_thread {
   MDL_ticket *backup_locks_[2] = {nullptr, nullptr};
   bool wrote_ = false;
   int notify_fd_ = -1;
+  unsigned lock_wait_s_ = 2;
+  std::atomic<bool> lock_waiting_{false};
   std::string name_;
 };
 
 class Mariadb_store final : public Store {
  public:
   Mariadb_store(Counters &c, unsigned privilege_check_interval_ms, uint64_t max_batch_rows, bool commit_overlap,
-                unsigned ddl_check_interval_ms)
+                unsigned ddl_check_interval_ms, unsigned lock_wait_timeout_ms)
       : counters_(c), privilege_check_interval_ms_(privilege_check_interval_ms), max_batch_rows_(max_batch_rows),
-        yield_backoff_ms_(2 * uint64_t(ddl_check_interval_ms) + 5), commit_overlap_(commit_overlap) {}
+        yield_backoff_ms_(2 * uint64_t(ddl_check_interval_ms) + 5), commit_overlap_(commit_overlap),
+        commit_lock_wait_s_(std::max(1u, (lock_wait_timeout_ms + 999) / 1000)) {}
   ~Mariadb_store() override;
   /* Attaches new THDs to the calling thread (and starts the commit thread); false (logged) if
      that fails. */
@@ -144,6 +157,9 @@ class Mariadb_store final : public Store {
   size_t open_table_count() const override { return open_tables_; }
   uint64_t reads_of_written_tables() const override { return reads_of_written_; }
   bool batch_budget_spent() const override { return rows_examined_ >= max_batch_rows_ || batch_full_; }
+  void close_batch_to_writes() override { if (in_batch_) writes_closed_ = true; }
+  bool commit_waits_for_lock() const override { return in_flight_ && committer_->lock_waiting(); }
+  uint64_t writes_refused_closed() const override { return writes_refused_closed_; }
 
  protected:
   void release_slot(uint32_t slot) override;
@@ -206,7 +222,8 @@ class Mariadb_store final : public Store {
   friend class Commit_thread;
   /* Ends thd's transaction with a commit (rolls back if the commit fails) and frees what its
      statements allocated; true when writes were lost (wrote and the commit failed). */
-  static bool commit_thd(THD *thd, bool wrote, MDL_ticket *const backup_locks[2]);
+  /* refused: the commit did not start (why, for the log): the transaction is rolled back. */
+  static bool commit_thd(THD *thd, bool wrote, MDL_ticket *const backup_locks[2], const char *refused = nullptr);
   /* Whether this batch's commit may run on the commit thread: it wrote, and every table it
      used is InnoDB (other engines keep per-handler transaction state a commit touches). */
   bool can_hand_off() const;
@@ -351,6 +368,10 @@ class Mariadb_store final : public Store {
   void *worker_stack_ = nullptr;
   std::string batch_info_;     // the batch THDs' PROCESSLIST state
   bool commit_overlap_ = true;
+  unsigned commit_lock_wait_s_ = 2;  // the commit thread's wait for the backup commit lock
+  /* close_batch_to_writes(): the open batch takes no more writes (until end_batch()). */
+  bool writes_closed_ = false;
+  uint64_t writes_refused_closed_ = 0;
   bool in_flight_ = false;     // a batch's commit runs on committer_
   int notify_fd_ = -1;
   std::unique_ptr<Commit_thread> committer_;

@@ -131,6 +131,12 @@ int Mariadb_store::remove_row(TABLE *t) {
 Store_status Mariadb_store::begin_write(Table_slot &s, const Open_index &idx) {
   /* read_only, or transaction_read_only: a new SQL session's transactions are read-only then. */
   if (opt_readonly || global_system_variables.tx_read_only) return Store_status::of(Store_errc::server_read_only);
+  /* See close_batch_to_writes(); and a batch that has not written yet takes no write while the
+     commit before it waits for the backup lock: the request runs in a later batch. */
+  if (writes_closed_ || commit_waits_for_lock()) {
+    ++writes_refused_closed_;
+    return Store_status::of(Store_errc::table_busy);
+  }
   if (Store_status st = galera_begin_write(); !st.ok()) return st;
   /* The protection DML takes against FLUSH TABLES WITH READ LOCK and BACKUP STAGE, held until the
      batch commits; as SQL takes it: MDL_BACKUP_TRANS_DML for a table of an engine that supports

@@ -274,6 +274,16 @@ class Store {
      then ends the batch (commits, lets DDL through) and runs the remaining requests in the next
      one, so one client's scans delay the others by about one request, not a pipeline of them. */
   virtual bool batch_budget_spent() const = 0;
+  /* The open batch takes no more writes: until it ends, a request that would write answers
+     table_busy before it changes anything (its session parks it; it runs in a later batch). For a
+     batch kept open behind a commit that takes long (one waiting at BACKUP STAGE BLOCK_COMMIT, a
+     slow fsync): reads go on, writes wait, and the batch stays the size it was. */
+  virtual void close_batch_to_writes() = 0;
+  /* The commit in flight waits for a lock (a backup stage), not for its fsync: it may take long.
+     Meanwhile no batch takes writes (refused as after close_batch_to_writes()). */
+  virtual bool commit_waits_for_lock() const = 0;
+  /* Counts the writes refused that way: a request that meets it waits for the batch to end. */
+  virtual uint64_t writes_refused_closed() const = 0;
   /* Counts reads that may have seen the current batch's writes, not committed yet (by any
      connection, in an earlier request): reads that returned a row the batch inserted or changed,
      or read a table in which it deleted a row or changed a key. The worker holds such a reader's
@@ -320,7 +330,7 @@ void set_galera_writes(bool on);
 std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name,
                                           const char *charset, unsigned privilege_check_interval_ms,
                                           uint64_t max_batch_rows, bool commit_overlap,
-                                          unsigned ddl_check_interval_ms);
+                                          unsigned ddl_check_interval_ms, unsigned lock_wait_timeout_ms);
 
 }  // namespace tablesocket
 #endif

@@ -8,8 +8,11 @@ InnoDB goes on, COMMIT waits. Checked:
   * while a batch's commit waits, the worker answers every other client (reads, and writes to
     other rows, whose replies wait for their own commit) within REPLY_BOUND;
   * a write is answered only once its commit is done; until then no other session sees it;
-  * a commit that fails after the hand-off (BLOCK_COMMIT held past the worker's 2 s lock wait
-    timeout) closes the connections that wrote in that batch unanswered, the rows are absent, and
+  * a commit waits for BLOCK_COMMIT as SQL's COMMIT does (tablesocket_lock_wait_timeout), its
+    writers are answered after BACKUP STAGE END, and writes that arrive meanwhile wait (not
+    retried on every loop) and run after it;
+  * a commit that fails after the hand-off (BLOCK_COMMIT held past tablesocket_lock_wait_timeout,
+    2 s here) closes the connections that wrote in that batch unanswered, the rows are absent, and
     the other clients and later writes are fine;
   * a connection's own pipelined requests stay in order: a read behind its write sees the write;
   * engines other than InnoDB are committed by the worker itself (no hand-off) and work;
@@ -35,6 +38,14 @@ REPLY_BOUND = 0.300   # seconds: any other client's reply while a commit is held
 def srv(request):
     with h.private_server(request, "overlap", ["--tablesocket-threads=1"]) as s:
         assert h.variable(s, "tablesocket_threads") == "1"
+        yield s
+
+
+@pytest.fixture(scope="module")
+def srv_2s(request):
+    """A commit waits at most 2 s for the backup lock."""
+    with h.private_server(request, "overlap-2s", ["--tablesocket-threads=1",
+                                                  "--tablesocket-lock-wait-timeout=2000"]) as s:
         yield s
 
 
@@ -123,9 +134,50 @@ def test_the_worker_serves_others_while_a_commit_waits(srv):
         other.close()
 
 
-def test_a_commit_failing_after_the_hand_off_closes_only_its_writers(srv):
-    """The worker's sessions wait at most 2 s (lock_wait_timeout) for BLOCK_COMMIT: the commit
+def test_a_commit_waits_for_block_commit_longer_than_2_s_and_nobody_is_closed(srv):
+    """mariabackup holding BLOCK_COMMIT for seconds: the commit waits (tablesocket_lock_wait_timeout,
+    50 s by default), as SQL's COMMIT does; before, it failed after 2 s and its writers were
+    disconnected. Reads are answered meanwhile; writes that arrive meanwhile wait for the batch
+    to end (tried once, not on every loop) and are answered after BACKUP STAGE END."""
+    t = _table(srv, "ov_long")
+    r = h.hs_open(srv.hs_port, t, "k,v")
+    ws = [h.hs_open(srv.hs_port_wr, t, "k,v") for _ in range(4)]
+    try:
+        with _CommitsHeld(srv):
+            ws[0].send("1\t+\t2\t7001\tfirst\n")
+            time.sleep(0.2)  # its commit waits for the backup lock
+            m0 = h.status(srv)["tablesocket_requests_modify"]
+            for i, w in enumerate(ws[1:], start=1):
+                w.send(f"1\t=\t1\t{i}\t1\t0\tU\t{i}\tlater{i}\n")
+            deadline = time.monotonic() + 3.0
+            k = 0
+            while time.monotonic() < deadline:  # past the old 2 s limit
+                t0 = time.monotonic()
+                k = k % 20 + 10
+                assert r.request(f"1\t=\t1\t{k}\n") == f"0\t2\t{k}\tv{k}\n".encode()
+                assert time.monotonic() - t0 <= REPLY_BOUND, "a read waited for the held commit"
+            for w in ws:
+                assert _no_reply(w, 0.0), "a write was answered before its commit"
+            tries = h.status(srv)["tablesocket_requests_modify"] - m0
+            assert tries <= 3 * 3, f"writes waiting for the held commit were tried {tries} times"
+            assert srv.sql(f"SELECT COUNT(*) FROM {t} WHERE k = 7001 OR v LIKE 'later%'") == [("0",)]
+        assert ws[0].recv_line(timeout=5.0) == b"0\t1\n"
+        for w in ws[1:]:
+            assert w.recv_line(timeout=5.0) == b"0\t1\t1\n"
+        assert srv.sql(f"SELECT k, v FROM {t} WHERE k = 7001 OR v LIKE 'later%' ORDER BY k") == \
+            [("1", "later1"), ("2", "later2"), ("3", "later3"), ("7001", "first")]
+        for w in ws:  # still open and usable
+            assert w.request("1\t=\t1\t1\n") == b"0\t2\t1\tlater1\n"
+    finally:
+        r.close()
+        for w in ws:
+            w.close()
+
+
+def test_a_commit_failing_after_the_hand_off_closes_only_its_writers(srv_2s):
+    """With tablesocket_lock_wait_timeout=2000 a commit waits at most 2 s for BLOCK_COMMIT: it
     fails, the batch is rolled back, and its writers learn nothing false."""
+    srv = srv_2s
     t = _table(srv, "ov_fail")
     r = h.hs_open(srv.hs_port, t, "k,v")
     w = h.hs_open(srv.hs_port_wr, t, "k,v")
@@ -149,58 +201,66 @@ def test_a_commit_failing_after_the_hand_off_closes_only_its_writers(srv):
         w.close()
 
 
-def test_a_read_of_a_write_whose_commit_then_fails_is_never_answered(request):
+@pytest.fixture(scope="module")
+def srv_slow(request):
+    """Binary log on (its group commit can be made to wait: _SlowCommits), a batch stays open for
+    3 s while the commit before it runs, and a commit waits 2 s at most for the backup lock."""
+    with h.private_server(request, "overlap-slow", ["--tablesocket-threads=1", "--log-bin=binlog",
+                                                    "--server-id=1", "--tablesocket-ddl-check-interval=3000",
+                                                    "--tablesocket-lock-wait-timeout=2000"]) as s:
+        yield s
+
+
+class _SlowCommits:
+    """Every commit waits `seconds` in the binary log's group commit (binlog_commit_wait_usec): a
+    commit in flight that is past the backup lock, so the next batch takes writes meanwhile (a
+    commit waiting for the backup lock does not let it: see test_a_commit_waits_for_block_commit...)."""
+
+    def __init__(self, srv, seconds: float):
+        self.srv, self.usec = srv, int(seconds * 1e6)
+
+    def __enter__(self):
+        self.srv.exec_sql(f"SET GLOBAL binlog_commit_wait_usec = {self.usec}")
+        self.srv.exec_sql("SET GLOBAL binlog_commit_wait_count = 100")
+        return self
+
+    def __exit__(self, *exc):
+        self.srv.exec_sql("SET GLOBAL binlog_commit_wait_count = 0")
+        self.srv.exec_sql("SET GLOBAL binlog_commit_wait_usec = 100000")
+
+
+def test_a_read_of_a_write_whose_commit_then_fails_is_never_answered(srv_slow):
     """A read in the same batch as another connection's write sees that write before it is
     committed (one transaction). Its reply waits for that commit like the writer's; when the
     commit fails (BLOCK_COMMIT held past the 2 s wait), the reader is closed unanswered too:
     before, it was answered at once with a value that was then rolled back (a dirty read).
-    (ddl_check_interval 3 s: the second batch stays open while the first commit waits.)"""
-    with h.private_server(request, "overlap-dirty", ["--tablesocket-threads=1",
-                                                     "--tablesocket-ddl-check-interval=3000"]) as srv:
-        _dirty_read_scenario(srv)
-
-
-def test_a_read_that_misses_a_row_its_batch_deleted_waits_for_the_commit(request):
-    """A row deleted (or moved by a key change) in the open batch is absent to reads in it before
-    the delete is committed: such reads of the table wait for the commit too."""
-    with h.private_server(request, "overlap-del", ["--tablesocket-threads=1",
-                                                   "--tablesocket-ddl-check-interval=3000"]) as srv:
-        t = _table(srv, "ov_del")
-        w1 = h.hs_open(srv.hs_port_wr, t, "k,v")
-        w2 = h.hs_open(srv.hs_port_wr, t, "k,v")
-        r = h.hs_open(srv.hs_port, t, "k,v")
-        try:
-            with _CommitsHeld(srv):
-                w1.send("1\t=\t1\t1\t1\t0\tU\t1\tfirst\n")
-                time.sleep(0.2)
-                w2.send("1\t=\t1\t7\t1\t0\tD\n")      # the open batch deletes row 7
-                time.sleep(0.2)
-                r.send("1\t=\t1\t7\n")
-                assert _no_reply(r, 0.5), "a read missing an uncommitted delete was answered"
-                time.sleep(0.3)
-            assert w1.recv_line(timeout=5.0) == b"0\t1\t1\n"
-            assert w2.recv_line(timeout=5.0) == b"0\t1\t1\n"
-            assert r.recv_line(timeout=5.0) == b"0\t2\n"  # committed: the row is gone
-        finally:
-            for c in (w1, w2, r):
-                c.close()
-
-
-def _dirty_read_scenario(srv):
+    Batch 1's commit waits 1.5 s in the binary log; BLOCK_COMMIT, requested meanwhile, waits for
+    it and then holds up batch 2's commit (which wrote the row read) until it fails."""
+    srv = srv_slow
     t = _table(srv, "ov_dirty")
     other = _table(srv, "ov_dirty_other")
     w1 = h.hs_open(srv.hs_port_wr, t, "k,v")
     w2 = h.hs_open(srv.hs_port_wr, t, "k,v")
     r = h.hs_open(srv.hs_port, t, "k,v")
     clean = h.hs_open(srv.hs_port, t, "k,v")
+    backup = h.sql_conn(srv, db=None)
+    blocker = None
     try:
-        with _CommitsHeld(srv):
-            w1.send("1\t=\t1\t1\t1\t0\tU\t1\tfirst\n")   # batch 1: its commit waits on the thread
+        with _SlowCommits(srv, 1.5):
+            w1.send("1\t=\t1\t1\t1\t0\tU\t1\tfirst\n")   # batch 1: its commit waits in the binlog
+            time.sleep(0.2)
+
+            def block_commits():
+                with backup.cursor() as c:
+                    c.execute("BACKUP STAGE START")
+                    c.execute("BACKUP STAGE BLOCK_COMMIT")  # granted once batch 1 has committed
+            blocker = threading.Thread(target=block_commits)
+            blocker.start()
             time.sleep(0.2)
             w2.send("1\t=\t1\t2\t1\t0\tU\t2\tdirty\n")   # batch 2 stays open meanwhile
             time.sleep(0.2)
             r.send("1\t=\t1\t2\n")                        # reads row 2 in batch 2
-            got = r.recv_all(1.0)
+            got = r.recv_all(0.5)
             assert b"dirty" not in got, "an uncommitted write was read and answered"
             # A read of a table the batch did not write is answered at once; so is a read of rows
             # of the written table that the batch did not write.
@@ -208,13 +268,46 @@ def _dirty_read_scenario(srv):
                 assert o.request("1\t=\t1\t2\n", timeout=1.0) == b"0\t2\t2\tv2\n"
             with h.hs_open(srv.hs_port, t, "k,v") as o:
                 assert o.request("1\t>=\t1\t3\t3\t0\n", timeout=1.0) == b"0\t2\t3\tv3\t4\tv4\t5\tv5\n"
-            for c in (w1, w2, r):
+            blocker.join(10)
+            assert w1.recv_line(timeout=3.0) == b"0\t1\t1\n"  # batch 1 committed before BLOCK_COMMIT
+            for c in (w2, r):
                 assert h.wait_closed(c, 8.0) is not None, "a client of a failed commit was not closed"
         assert b"dirty" not in r.buf
-        assert srv.sql(f"SELECT k, v FROM {t} WHERE k IN (1, 2) ORDER BY k") == [("1", "v1"), ("2", "v2")]
+        assert srv.sql(f"SELECT k, v FROM {t} WHERE k IN (1, 2) ORDER BY k") == [("1", "first"), ("2", "v2")]
+    finally:
+        if blocker is not None:
+            blocker.join(10)
+        with backup.cursor() as c:
+            c.execute("BACKUP STAGE END")
+        backup.close()
+    try:
         assert clean.request("1\t=\t1\t2\n") == b"0\t2\t2\tv2\n"
     finally:
         for c in (w1, w2, r, clean):
+            c.close()
+
+
+def test_a_read_that_misses_a_row_its_batch_deleted_waits_for_the_commit(srv_slow):
+    """A row deleted (or moved by a key change) in the open batch is absent to reads in it before
+    the delete is committed: such reads of the table wait for the commit too."""
+    srv = srv_slow
+    t = _table(srv, "ov_del")
+    w1 = h.hs_open(srv.hs_port_wr, t, "k,v")
+    w2 = h.hs_open(srv.hs_port_wr, t, "k,v")
+    r = h.hs_open(srv.hs_port, t, "k,v")
+    try:
+        with _SlowCommits(srv, 1.0):
+            w1.send("1\t=\t1\t1\t1\t0\tU\t1\tfirst\n")
+            time.sleep(0.2)
+            w2.send("1\t=\t1\t7\t1\t0\tD\n")      # the open batch deletes row 7
+            time.sleep(0.2)
+            r.send("1\t=\t1\t7\n")
+            assert _no_reply(r, 0.3), "a read missing an uncommitted delete was answered"
+            assert w1.recv_line(timeout=5.0) == b"0\t1\t1\n"
+            assert w2.recv_line(timeout=5.0) == b"0\t1\t1\n"
+            assert r.recv_line(timeout=5.0) == b"0\t2\n"  # committed: the row is gone
+    finally:
+        for c in (w1, w2, r):
             c.close()
 
 
@@ -432,44 +525,44 @@ def test_a_write_acknowledged_on_one_connection_is_read_on_another(request, kind
         assert stale == 0, examples
 
 
-def test_a_batch_that_wrote_waits_open_for_the_previous_commit(request):
+def test_a_batch_that_wrote_waits_open_for_the_previous_commit(srv_slow):
     """With commit overlap a second batch that wrote is not ended while the first one's commit
-    runs: it stays open (here up to 1 s, the ddl_check_interval) and the worker goes on serving.
+    runs: it stays open (here up to 3 s, the ddl_check_interval) and the worker goes on serving.
     When the first commit is done the open batch is handed off before the first writer hears
     back, so what that writer reads next sees its write. Reads of another table are answered
     meanwhile; a read of the table the open batch wrote waits for that batch's commit (it may
-    see the batch's writes, which are not committed yet)."""
-    with h.private_server(request, "overlap-open", ["--tablesocket-threads=1",
-                                                    "--tablesocket-ddl-check-interval=1000"]) as s:
-        t = _table(s, "ov_open")
-        other = _table(s, "ov_open_other")
-        r = h.hs_open(s.hs_port, other, "k,v")
-        same = h.hs_open(s.hs_port, t, "k,v")
-        w1 = h.hs_open(s.hs_port_wr, t, "k,v")
-        w2 = h.hs_open(s.hs_port_wr, t, "k,v")
-        try:
-            with _CommitsHeld(s):
-                w1.send("1\t+\t2\t9001\tfirst\n")
-                time.sleep(0.2)               # its commit waits on the commit thread
-                w2.send("1\t+\t2\t9002\tsecond\n")
-                time.sleep(0.05)              # its batch is open, waiting for the first commit
-                t0 = time.monotonic()
-                for k in range(1, 11):
-                    assert r.request(f"1\t=\t1\t{k}\n", timeout=REPLY_BOUND + 1) == f"0\t2\t{k}\tv{k}\n".encode()
-                assert time.monotonic() - t0 <= REPLY_BOUND, "reads waited while a batch waited for a commit"
-                same.send("1\t=\t1\t9002\n")
-                assert _no_reply(w1, 0.05) and _no_reply(w2, 0.05)
-                assert _no_reply(same, 0.1), "a read of an uncommitted write was answered"
-                with h.hs_open(s.hs_port, t, "k,v") as o:  # rows the batch did not write: at once
-                    assert o.request("1\t=\t1\t5\n", timeout=REPLY_BOUND + 1) == b"0\t2\t5\tv5\n"
-            assert w1.recv_line(timeout=3.0) == b"0\t1\n"
-            assert w1.request("1\t=\t1\t9001\n") == b"0\t2\t9001\tfirst\n"
-            assert w2.recv_line(timeout=3.0) == b"0\t1\n"
-            assert same.recv_line(timeout=3.0) == b"0\t2\t9002\tsecond\n"  # once committed
-            assert s.sql(f"SELECT k, v FROM {t} WHERE k > 9000 ORDER BY k") == [("9001", "first"), ("9002", "second")]
-        finally:
-            for c in (r, same, w1, w2):
-                c.close()
+    see the batch's writes, which are not committed yet). (The first commit waits 1 s in the
+    binary log's group commit.)"""
+    s = srv_slow
+    t = _table(s, "ov_open")
+    other = _table(s, "ov_open_other")
+    r = h.hs_open(s.hs_port, other, "k,v")
+    same = h.hs_open(s.hs_port, t, "k,v")
+    w1 = h.hs_open(s.hs_port_wr, t, "k,v")
+    w2 = h.hs_open(s.hs_port_wr, t, "k,v")
+    try:
+        with _SlowCommits(s, 1.0):
+            w1.send("1\t+\t2\t9001\tfirst\n")
+            time.sleep(0.2)               # its commit waits on the commit thread
+            w2.send("1\t+\t2\t9002\tsecond\n")
+            time.sleep(0.05)              # its batch is open, waiting for the first commit
+            t0 = time.monotonic()
+            for k in range(1, 11):
+                assert r.request(f"1\t=\t1\t{k}\n", timeout=REPLY_BOUND + 1) == f"0\t2\t{k}\tv{k}\n".encode()
+            assert time.monotonic() - t0 <= REPLY_BOUND, "reads waited while a batch waited for a commit"
+            same.send("1\t=\t1\t9002\n")
+            assert _no_reply(w1, 0.05) and _no_reply(w2, 0.05)
+            assert _no_reply(same, 0.1), "a read of an uncommitted write was answered"
+            with h.hs_open(s.hs_port, t, "k,v") as o:  # rows the batch did not write: at once
+                assert o.request("1\t=\t1\t5\n", timeout=REPLY_BOUND + 1) == b"0\t2\t5\tv5\n"
+        assert w1.recv_line(timeout=3.0) == b"0\t1\n"
+        assert w1.request("1\t=\t1\t9001\n") == b"0\t2\t9001\tfirst\n"
+        assert w2.recv_line(timeout=3.0) == b"0\t1\n"
+        assert same.recv_line(timeout=3.0) == b"0\t2\t9002\tsecond\n"  # once committed
+        assert s.sql(f"SELECT k, v FROM {t} WHERE k > 9000 ORDER BY k") == [("9001", "first"), ("9002", "second")]
+    finally:
+        for c in (r, same, w1, w2):
+            c.close()
 
 
 def test_an_online_rebuild_loses_no_acknowledged_write(request):
