@@ -71,6 +71,15 @@ else
   echo "$ver" > "$ver_file"
 fi
 
+# mariabackup of the same version (tests/integration/test_backup.py backs up a server tablesocket
+# writes to); pinned and held like the server, which a newer one would pull up.
+if ! dpkg -s mariadb-backup 2>/dev/null | grep -qx "Version: $ver"; then
+  log "installing mariadb-backup $ver"
+  apt-mark unhold mariadb-backup >/dev/null 2>&1 || true
+  apt-get install -y -qq --allow-downgrades --no-install-recommends "mariadb-backup=$ver" >/dev/null
+fi
+apt-mark hold mariadb-backup >/dev/null
+
 # ---- 3. build and test packages ----------------------------------------------------------------
 pkg_stamp=$deps/.packages-v5
 if [ ! -f "$pkg_stamp" ]; then

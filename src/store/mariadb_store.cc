@@ -71,9 +71,11 @@ THD *Mariadb_store::new_thd(const char *thread_name) {
   thd->security_ctx->skip_grants();
   thd->proc_info = thread_name;
   thd->variables.option_bits |= OPTION_BIN_LOG;
-  /* Table-level locks (MyISAM and other non-InnoDB engines) are the one wait a worker cannot
-     avoid; bound it so that a conflicting LOCK TABLES costs a request an error, not the worker
-     its liveness. Metadata and row locks are only tried, never waited for. */
+  /* Metadata, table-level and row locks are only tried, never waited for (ensure_locked). What is
+     left is the backup lock a commit the worker does itself takes (commit overlap OFF, a batch
+     that wrote another engine than InnoDB, Galera): bounded, so that BACKUP STAGE BLOCK_COMMIT
+     costs that batch's writers their connection, not the worker its liveness. (The commit thread
+     waits tablesocket_lock_wait_timeout.) */
   thd->variables.lock_wait_timeout = 2;
   /* Each request is a statement of its own, like an autocommit one: its reads see what was
      committed when it ran. A batch is one transaction of many clients' requests, and may stay open
@@ -487,9 +489,22 @@ Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
     (*p)->type = (*p)->org_type;
   TABLE *saved = thd_->open_tables;
   thd_->set_open_tables(s.table);  // mysql_lock_tables() aborts through thd->open_tables
+  /* A table-level lock (MyISAM, Aria, MEMORY; InnoDB takes none) held by someone else, e.g. a long
+     SQL SELECT on a MyISAM table holding its read lock against our write: only tried, as metadata
+     and row locks are; the request parks and is retried (until tablesocket_lock_wait_timeout)
+     while the worker serves everyone else. Waiting here stopped the worker, every client of it,
+     for the THD's lock_wait_timeout and then failed the write. */
+  const ulong saved_wait = thd_->variables.lock_wait_timeout;
+  thd_->variables.lock_wait_timeout = 0;
   bool err = mysql_lock_tables(thd_, s.lock, MYSQL_LOCK_NOT_TEMPORARY);
+  thd_->variables.lock_wait_timeout = saved_wait;
   thd_->set_open_tables(saved);
   if (err) {
+    const Diagnostics_area *da = thd_->get_stmt_da();
+    if (da->is_error() && da->sql_errno() == ER_LOCK_WAIT_TIMEOUT && !thd_->killed) {
+      clear_diagnostics();
+      return Store_status::of(Store_errc::table_busy);
+    }
     return lock_failed();
   }
   s.locked = true;

@@ -357,6 +357,47 @@ def test_flush_tables_with_read_lock_holds_writes_not_reads(srv):
         sql.close()
 
 
+def test_a_table_level_lock_held_by_sql_holds_up_only_the_write_on_that_table(srv):
+    """MyISAM takes table-level locks: a long SQL SELECT holds the table's read lock, which a write
+    must wait for. The write waits (parked, retried) and is done once the SELECT ends, as SQL's
+    UPDATE would be; everyone else is served meanwhile. Before, the worker waited for the lock
+    itself: every client of it stalled for 2 s, and then the write failed with lock_tables."""
+    srv.exec_sql("DROP TABLE IF EXISTS lc_myisam")
+    srv.exec_sql("CREATE TABLE lc_myisam (k int primary key, v varchar(32)) ENGINE=MyISAM")
+    srv.exec_sql("INSERT INTO lc_myisam VALUES (1, 'a'), (2, 'b')")
+    other = _table(srv, "lc_myisam_other")
+    w = h.hs_open(srv.hs_port_wr, "lc_myisam", "v")
+    r = h.hs_open(srv.hs_port, other, "k,v")
+    sql = h.sql_conn(srv)
+    done = threading.Event()
+
+    def long_select():
+        with sql.cursor() as c:
+            c.execute("SELECT SLEEP(3) FROM lc_myisam LIMIT 1")  # holds the table's read lock 3 s
+            c.fetchall()
+        done.set()
+    th = threading.Thread(target=long_select)
+    try:
+        th.start()
+        time.sleep(0.3)
+        w.send("1\t=\t1\t1\t1\t0\tU\tlater\n")
+        t0 = time.monotonic()
+        while not done.is_set() and time.monotonic() - t0 < 2.4:  # past the old 2 s stall
+            r0 = time.monotonic()
+            assert r.request("1\t=\t1\t3\n") == b"0\t2\t3\tv3\n"
+            assert time.monotonic() - r0 <= REPLY_BOUND, "a read of another table waited for the table lock"
+            time.sleep(0.02)
+        assert _no_reply(w), "a write was answered while SQL held the table's read lock"
+        th.join(10)
+        assert w.recv_line(timeout=3.0) == b"0\t1\t1\n"
+        assert srv.sql("SELECT v FROM lc_myisam WHERE k = 1") == [("later",)]
+    finally:
+        th.join(10)
+        w.close()
+        r.close()
+        sql.close()
+
+
 def test_a_range_increment_blocked_midway_is_retried_without_applying_twice(srv):
     """The update walks rows 1..10 and meets the SQL lock on row 5 after changing rows 1..4: each
     retry (every few ms for a second) must undo its partial work, so every row ends at exactly +1."""
