@@ -73,7 +73,7 @@ def srv():
     try:
         yield s
     finally:
-        s.stop()
+        s.cleanup()
 
 
 @pytest.fixture
@@ -229,7 +229,7 @@ class TestLogin:
             assert login(c, "named", "bad") == \
                 b"3\t1\tAccess denied for user 'named'@'localhost' (using password: YES)\n"
         finally:
-            s.stop()
+            s.cleanup()
 
     def test_legacy_secret_alone_is_not_an_account(self, conns):
         s = start("secret", "--tablesocket-require-auth=ON", "--tablesocket-plain-secret=sekrit")
@@ -246,7 +246,7 @@ class TestLogin:
             c3 = conns(s)
             assert c3.request("A\t1\twrong\n") == b"3\t1\tunauth\n"
         finally:
-            s.stop()
+            s.cleanup()
 
 
 # ---- privileges -------------------------------------------------------------------------------
@@ -417,7 +417,7 @@ class TestLimits:
             # a second login on the connection that holds the slot keeps it
             assert login(a, "one", "pw") == b"0\t1\n"
         finally:
-            s.stop()
+            s.cleanup()
 
     def test_ten_thousand_failed_logins_while_others_work(self, srv, conns):
         create_user(srv, "busy")
@@ -487,7 +487,7 @@ class TestLimits:
             assert time.monotonic() - t0 < 6
             assert ok.request("P\t1\ttest\tacct\tPRIMARY\tid\n").startswith(b"3\t1\tSELECT command denied")
         finally:
-            s.stop()
+            s.cleanup()
 
     def test_hostile_auth_input(self, srv, conns):
         c = conns(srv)
@@ -519,7 +519,7 @@ class TestAnonymousAccount:
         try:
             yield s
         finally:
-            s.stop()
+            s.cleanup()
 
     def test_unauthenticated_get_the_mapped_account(self, mapped, conns):
         c = conns(mapped)
@@ -573,7 +573,7 @@ class TestMemcachedAuth:
         try:
             yield s
         finally:
-            s.stop()
+            s.cleanup()
 
     def test_unauthenticated_commands_refused(self, mcsrv):
         c = McConn(mcsrv.mc_port)
@@ -728,7 +728,7 @@ class TestTLSAccounts:
         try:
             yield s
         finally:
-            s.stop()
+            s.cleanup()
 
     def test_require_ssl_account(self, tsrv, conns):
         c = conns(tsrv)

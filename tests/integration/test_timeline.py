@@ -714,7 +714,7 @@ def test_desc_merge_as_a_fresh_servers_first_request_on_a_partitioned_table():
         conn.close()
         assert srv.running()
     finally:
-        srv.stop()
+        srv.cleanup()
 
 
 @pytest.mark.tablesocket_only("M-/M+ are tablesocket's")
