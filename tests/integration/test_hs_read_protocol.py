@@ -684,6 +684,15 @@ class TestHSQuirks:
         assert c.request("1\t>=\t1\t1\t10\t0\tF\t=\tx2\t30\n") == b"2\t1\tfilterfld\n"
         assert c.request("1\t>=\t1\t1\t2\t1\n") == rows(2, 3)
 
+    def test_trailing_tabs_are_ignored(self, c):
+        # Empty tokens that end the line after the values, the limit, the offset or a filter: a
+        # client's trailing tab. (An empty token followed by more is still an error here.)
+        assert c.request("1\t>=\t1\t1\t2\t\n") == rows(1, 2)
+        assert c.request("1\t>=\t1\t1\t2\t1\t\n") == rows(2, 3)
+        assert c.request("1\t>=\t1\t1\t2\t1\t\t\t\n") == rows(2, 3)
+        assert c.request("1\t=\t1\t1\t\t\n") == rows(1)
+        assert c.request("1\t>=\t1\t1\t10\t0\tF\t=\t2\t30\t\n") == rows(3)
+
     @pytest.mark.handlersocket_only(HS_LAX)
     def test_fewer_key_values_than_vlen(self, c):
         # Missing values are empty strings.

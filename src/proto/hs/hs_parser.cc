@@ -270,6 +270,17 @@ Parse_result parse_exec(Value *tok, size_t n, size_t consumed, bool esc, Parse_s
   for (const size_t kend = i + vlen; i < kend; ++i) tok[w++] = decode_value(tok[i], esc);
   e.keys = tok;
   e.nkeys = vlen;
+  /* Empty tokens that end the line where a limit, an offset, IN, a filter or a modify op could
+     start (a trailing tab, "... 5 0 \t") are ignored, as HandlerSocket's parser ignores what
+     follows once it reaches the end; an empty token followed by more is still an error. */
+  const auto drop_trailing_empty = [&](size_t at) {
+    if (at < n && tok[at].len == 0) {
+      size_t j = at;
+      while (j < n && tok[j].len == 0) ++j;
+      if (j == n) n = at;
+    }
+  };
+  drop_trailing_empty(i);
 
   /* [<limit> [<offset>]] */
   if (i < n && negative_number(tok[i])) return make_error(consumed, "limit");
@@ -277,10 +288,12 @@ Parse_result parse_exec(Value *tok, size_t n, size_t consumed, bool esc, Parse_s
     if (!parse_u32(tok[i], &e.limit)) return make_error(consumed, "limit");
     e.has_limit = true;
     ++i;
+    drop_trailing_empty(i);
     if (i < n && negative_number(tok[i])) return make_error(consumed, "offset");
     if (i < n && all_digits(tok[i])) {
       if (!parse_u32(tok[i], &e.offset)) return make_error(consumed, "offset");
       ++i;
+      drop_trailing_empty(i);
     }
   }
 
@@ -345,6 +358,7 @@ Parse_result parse_exec(Value *tok, size_t n, size_t consumed, bool esc, Parse_s
   }
 
   /* [<mop> <m1..mk>] */
+  drop_trailing_empty(i);
   if (i < n) {
     if (!parse_modify_op(tok[i], &e.mod, &e.mod_returns_rows)) return make_error(consumed, "modop");
     ++i;
