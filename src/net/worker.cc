@@ -796,9 +796,9 @@ void Worker::serve(Store &store) {
           continue;
         }
         if (c->session->parked() && now_ms_ < c->retry_at_ms) {
-          /* Waiting for a lock: tried again once per millisecond, not on every loop (busy readers
-             make loops short; under FLUSH TABLES WITH READ LOCK 16 parked writers were tried
-             560,000 times a second). */
+          /* Waiting for a lock: tried again at retry_at_ms (1-8 ms), not on every loop (busy
+             readers make loops short; under FLUSH TABLES WITH READ LOCK 16 parked writers were
+             tried 560,000 times a second). */
           mark_pending(*c);
           continue;
         }
@@ -822,11 +822,15 @@ void Worker::serve(Store &store) {
            Anything after a write waits for the commit (a reply to a write means it is durable). */
         if (!c->session->wrote_in_batch && !c->out.empty()) flush_output(*c);
         if (c->dead) continue;
+        if (o != Session_outcome::parked) c->parked_since_ms = 0;
         switch (o) {
           case Session_outcome::idle: break;
           case Session_outcome::parked:
             if (store.writes_refused_closed() == refused_before) {
-              c->retry_at_ms = now_ms_ + 1;  // a lock someone else holds: tried again in the next millisecond
+              /* A lock someone else holds: tried again in the next millisecond, backing off to
+                 every 8 ms as the wait grows (many clients waiting on one row held by SQL). */
+              if (!c->parked_since_ms) c->parked_since_ms = now_ms_;
+              c->retry_at_ms = now_ms_ + 1 + std::min<uint64_t>(7, (now_ms_ - c->parked_since_ms) / 16);
               mark_pending(*c);
             } else if (!c->waits_batch) {
               c->waits_batch = true;  // a write the open batch no longer takes: after that batch

@@ -58,6 +58,7 @@ struct Connection {
   bool commit_wait = false;    // wrote in a batch whose commit is in flight: replies and requests wait
   bool batch_writer = false;   // wrote in the batch still open (in Worker::batch_writers_)
   uint64_t retry_at_ms = 0;    // parked: not tried again before this
+  uint64_t parked_since_ms = 0;  // parked (for a lock) since, 0 when not
   bool waits_batch = false;    // a write the open batch refused waits for it to end (Worker::write_waiters_)
   int64_t accounted = 0;       // buffer bytes counted in Server::buffer_bytes for this connection
   uint64_t id = 0;             // the server's connection number

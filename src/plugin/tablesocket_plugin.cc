@@ -150,7 +150,7 @@ MYSQL_SYSVAR_UINT(ddl_check_interval, sv_ddl_check_interval, PLUGIN_VAR_READONLY
 MYSQL_SYSVAR_UINT(lock_wait_timeout, sv_lock_wait_timeout, PLUGIN_VAR_READONLY,
                   "Milliseconds a request waits for a metadata lock (DDL) or a row lock (another "
                   "transaction) before it fails with '1\\t1\\tlock_wait_timeout'. The waiting request "
-                  "is retried every millisecond or two; its worker keeps serving other clients meanwhile. "
+                  "is retried every 1 to 8 milliseconds; its worker keeps serving other clients meanwhile. "
                   "Also how long a commit on the commit thread waits for the backup lock (BACKUP STAGE "
                   "BLOCK_COMMIT, FLUSH TABLES WITH READ LOCK), as SQL's COMMIT waits lock_wait_timeout; "
                   "a commit that waits longer fails and its writers are disconnected unanswered.",

@@ -71,11 +71,9 @@ THD *Mariadb_store::new_thd(const char *thread_name) {
   thd->security_ctx->skip_grants();
   thd->proc_info = thread_name;
   thd->variables.option_bits |= OPTION_BIN_LOG;
-  /* Metadata, table-level and row locks are only tried, never waited for (ensure_locked). What is
-     left is the backup lock a commit the worker does itself takes (commit overlap OFF, a batch
-     that wrote another engine than InnoDB, Galera): bounded, so that BACKUP STAGE BLOCK_COMMIT
-     costs that batch's writers their connection, not the worker its liveness. (The commit thread
-     waits tablesocket_lock_wait_timeout.) */
+  /* Metadata, table-level and row locks are only tried, never waited for (ensure_locked), and so
+     is the backup commit lock of a batch the worker commits itself (begin_write, commit_lock_); the
+     commit thread waits tablesocket_lock_wait_timeout for its own. A bound for anything left. */
   thd->variables.lock_wait_timeout = 2;
   /* Each request is a statement of its own, like an autocommit one: its reads see what was
      committed when it ran. A batch is one transaction of many clients' requests, and may stay open
@@ -556,7 +554,7 @@ void reset_handler(TABLE *t) {
   t->rpl_write_set = t->write_set;
 }
 
-bool Mariadb_store::commit_thd(THD *thd, bool wrote, MDL_ticket *const backup_locks[2], const char *refused) {
+bool Mariadb_store::commit_thd(THD *thd, bool wrote, MDL_ticket *const backup_locks[kBackupLocks], const char *refused) {
   bool lost = false;
   if (refused || trans_commit(thd)) {
     /* Nothing of this batch is durable: the worker closes every connection that wrote in it rather
@@ -575,7 +573,8 @@ bool Mariadb_store::commit_thd(THD *thd, bool wrote, MDL_ticket *const backup_lo
   thd->server_status &= ~SERVER_STATUS_IN_TRANS;
   thd->mdl_context.release_transactional_locks(thd);
   galera_end_command(thd);  // a replicated batch's wsrep command ends with its commit
-  for (int i = 0; i < 2; ++i)
+  thd->backup_commit_lock = nullptr;  // a pre-taken one (backup_locks[2]), if any
+  for (int i = 0; i < kBackupLocks; ++i)
     if (backup_locks[i]) thd->mdl_context.release_lock(backup_locks[i]);
   clear_diagnostics(thd);
   /* What the batch's statements allocated on the THD's arena (as SQL frees it after each
@@ -593,7 +592,7 @@ Store_status Mariadb_store::lock_failed() {
 }
 
 bool Mariadb_store::can_hand_off() const {
-  if (!committer_ || !batch_wrote_ || in_flight_ || batch_other_engines_) return false;
+  if (!committer_ || !batch_wrote_ || in_flight_ || batch_other_engines_ || commit_lock_.ticket) return false;
   /* A Galera commit waits for the cluster's commit order, which may wait for an applier, which
      may need row locks of the worker's next open batch - which would wait for this commit: the
      worker commits a replicated batch itself (the applier aborts a batch in its way). */
@@ -652,8 +651,9 @@ bool Mariadb_store::end_batch() {
   written_slots_.clear();
   batch_blind_ = false;
   write_slot_ = nullptr;
-  MDL_ticket *const backup_locks[2] = {backup_locks_[0].ticket, backup_locks_[1].ticket};
-  backup_locks_[0].ticket = backup_locks_[1].ticket = nullptr;
+  MDL_ticket *const backup_locks[kBackupLocks] = {backup_locks_[0].ticket, backup_locks_[1].ticket,
+                                                  commit_lock_.ticket};
+  backup_locks_[0].ticket = backup_locks_[1].ticket = commit_lock_.ticket = nullptr;
   free_root(owner_->mem_root, MYF(MY_KEEP_PREALLOC));  // what table opens left on it
   if (hand_off) {
     /* The tables are unlocked (as SQL releases them at the end of a statement, long before a
@@ -720,12 +720,12 @@ void Commit_thread::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Commit_thread::submit(THD *thd, MDL_ticket *const backup_locks[2], bool wrote, int notify_fd) {
+void Commit_thread::submit(THD *thd, MDL_ticket *const backup_locks[kBackupLocks], bool wrote, int notify_fd) {
   {
     std::lock_guard<std::mutex> g(m_);
     thd_ = thd;
-    backup_locks_[0] = backup_locks[0];
-    backup_locks_[1] = backup_locks[1];
+    for (int i = 0; i < kBackupLocks; ++i) backup_locks_[i] = backup_locks[i];
+    lock_settled_.store(!wrote, std::memory_order_release);
     wrote_ = wrote;
     notify_fd_ = notify_fd;
     busy_ = true;
@@ -782,6 +782,7 @@ void Commit_thread::run() {
         lock_waiting_.store(false, std::memory_order_relaxed);
       }
       if (commit_lock.ticket) thd->backup_commit_lock = &commit_lock;
+      lock_settled_.store(true, std::memory_order_release);
     }
     const bool lost = Mariadb_store::commit_thd(thd, wrote_, backup_locks_, refused);
     if (commit_lock.ticket) {

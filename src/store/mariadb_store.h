@@ -88,6 +88,10 @@ class Mariadb_principal final : public Principal {
 /* The store's commit thread: runs the commit of a batch that wrote, on that batch's THD, while
    the worker goes on with the next batch on the other one (see Mariadb_store::end_batch). One
    commit at a time. Only Mariadb_store uses it. */
+/* A batch's backup locks, released after its commit: MDL_BACKUP_TRANS_DML, MDL_BACKUP_DML and,
+   for a batch the worker commits itself, MDL_BACKUP_COMMIT (see Mariadb_store::commit_lock_). */
+constexpr int kBackupLocks = 3;
+
 class Commit_thread {
  public:
   ~Commit_thread() { stop(); }
@@ -95,7 +99,7 @@ class Commit_thread {
   void stop();
   /* Hands thd over to commit its transaction (then release backup_locks); the caller must not
      touch thd until done() is true. notify_fd, if >= 0, gets 1 written to it when it is done. */
-  void submit(THD *thd, MDL_ticket *const backup_locks[2], bool wrote, int notify_fd);
+  void submit(THD *thd, MDL_ticket *const backup_locks[kBackupLocks], bool wrote, int notify_fd);
   /* How long (seconds) a commit here waits for the backup lock a commit takes (held off by BACKUP
      STAGE BLOCK_COMMIT and FLUSH TABLES WITH READ LOCK), as an SQL COMMIT waits lock_wait_timeout.
      The worker goes on meanwhile: its open batch only stops taking writes (see
@@ -105,6 +109,9 @@ class Commit_thread {
   /* The submitted commit waits for the backup lock (BACKUP STAGE BLOCK_COMMIT, FLUSH TABLES WITH
      READ LOCK): possibly for long, unlike an fsync. */
   bool lock_waiting() const { return lock_waiting_.load(std::memory_order_relaxed); }
+  /* The submitted commit holds the backup commit lock (or needs none): from here on it waits for
+     nothing another batch of the worker could hold. */
+  bool lock_settled() const { return lock_settled_.load(std::memory_order_acquire); }
   bool wait();                 // waits until done(); returns whether its writes were lost
  private:
   void run();
@@ -114,11 +121,12 @@ class Commit_thread {
   bool started_ = false, init_failed_ = false;
   bool stop_ = false, busy_ = false, lost_ = false;
   THD *thd_ = nullptr;
-  MDL_ticket *backup_locks_[2] = {nullptr, nullptr};
+  MDL_ticket *backup_locks_[kBackupLocks] = {};
   bool wrote_ = false;
   int notify_fd_ = -1;
   unsigned lock_wait_s_ = 2;
   std::atomic<bool> lock_waiting_{false};
+  std::atomic<bool> lock_settled_{true};
   std::string name_;
 };
 
@@ -223,7 +231,8 @@ class Mariadb_store final : public Store {
   /* Ends thd's transaction with a commit (rolls back if the commit fails) and frees what its
      statements allocated; true when writes were lost (wrote and the commit failed). */
   /* refused: the commit did not start (why, for the log): the transaction is rolled back. */
-  static bool commit_thd(THD *thd, bool wrote, MDL_ticket *const backup_locks[2], const char *refused = nullptr);
+  static bool commit_thd(THD *thd, bool wrote, MDL_ticket *const backup_locks[kBackupLocks],
+                         const char *refused = nullptr);
   /* Whether this batch's commit may run on the commit thread: it wrote, and every table it
      used is InnoDB (other engines keep per-handler transaction state a commit touches). */
   bool can_hand_off() const;
@@ -402,6 +411,14 @@ class Mariadb_store final : public Store {
   /* While the batch writes: MDL_BACKUP_TRANS_DML [0] (online-backup engines), MDL_BACKUP_DML [1]
      (the others); FTWRL and BACKUP STAGE wait for them. Released after the commit. */
   MDL_request backup_locks_[2];
+  /* MDL_BACKUP_COMMIT, tried at the first write of a batch the worker commits itself (a table of
+     another engine than InnoDB, whose statements take it at their own commit since the engine
+     cannot roll back; commit overlap OFF; Galera) and held until that commit (as
+     thd->backup_commit_lock, which ha_commit_trans() then uses instead of waiting for it): a
+     backup at BLOCK_COMMIT parks the request before it writes anything, rather than stop the
+     worker at the commit (2 s) and fail a write the engine kept. */
+  MDL_request commit_lock_;
+  bool batch_commits_here(const Table_slot &s) const;
   bool statement_db_set_ = false;  // a write statement made its table's database current
   std::string last_error_;
 
