@@ -285,17 +285,7 @@ def test_mariabackup_under_hs_write_load_is_complete_consistent_and_matches_its_
     shutil.rmtree(target, ignore_errors=True)
 
     logs = [ClientLog() for _ in range(CLIENTS)]
-    stop = threading.Event()
-    started = threading.Barrier(CLIENTS + 1)
-    threads = [threading.Thread(target=_client, args=(i, srv.hs_port_wr, logs[i], stop, started), daemon=True)
-               for i in range(CLIENTS)]
-    for t in threads:
-        t.start()
-    try:
-        started.wait(timeout=30)
-    except threading.BrokenBarrierError:
-        stop.set()
-        pytest.fail(f"clients could not start: {[lg.end for lg in logs if lg.end]}")
+    threads, stop = h.start_clients(_client, logs, srv.hs_port_wr)
     try:
         time.sleep(WARMUP)
         t0 = time.time()

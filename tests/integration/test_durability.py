@@ -126,17 +126,7 @@ def _run_load_and_kill(srv) -> tuple[list[ClientLog], float]:
     srv.exec_sql(f"CREATE TABLE dur_cnt ({CNT_DDL}) ENGINE=InnoDB")
     srv.executemany("INSERT INTO dur_cnt VALUES (%s, 0, 0)", [(k + 1,) for k in range(COUNTERS)])
     logs = [ClientLog() for _ in range(CLIENTS)]
-    stop = threading.Event()
-    started = threading.Barrier(CLIENTS + 1)
-    threads = [threading.Thread(target=_client, args=(i, srv.hs_port_wr, logs[i], stop, started), daemon=True)
-               for i in range(CLIENTS)]
-    for t in threads:
-        t.start()
-    try:
-        started.wait(timeout=30)
-    except threading.BrokenBarrierError:
-        stop.set()
-        pytest.fail(f"clients could not start: {[lg.end for lg in logs if lg.end]}")
+    threads, stop = h.start_clients(_client, logs, srv.hs_port_wr)
     time.sleep(KILL_AFTER)
     killed_at = time.monotonic()
     h.kill9(srv)

@@ -302,3 +302,24 @@ def connect_raw(port: int, timeout: float = 10.0) -> socket.socket:
     s = socket.create_connection((tsserver.LOOPBACK, port), timeout=timeout)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return s
+
+
+def start_clients(target, logs: list, port: int) -> tuple[list[threading.Thread], threading.Event]:
+    """One daemon thread per log running target(i, port, logs[i], stop, started): each sets up its
+    connection, then waits on the barrier `started`, so all begin together. Returns (threads, stop)
+    once every client is set up; fails the test if one could not (it aborts the barrier and leaves
+    the reason in its log's `end`)."""
+    import pytest
+
+    stop = threading.Event()
+    started = threading.Barrier(len(logs) + 1)
+    threads = [threading.Thread(target=target, args=(i, port, logs[i], stop, started), daemon=True)
+               for i in range(len(logs))]
+    for t in threads:
+        t.start()
+    try:
+        started.wait(timeout=30)
+    except threading.BrokenBarrierError:
+        stop.set()
+        pytest.fail(f"clients could not start: {[lg.end for lg in logs if lg.end]}")
+    return threads, stop
