@@ -76,9 +76,10 @@ fi
 if ! dpkg -s mariadb-backup 2>/dev/null | grep -qx "Version: $ver"; then
   log "installing mariadb-backup $ver"
   apt-mark unhold mariadb-backup >/dev/null 2>&1 || true
-  apt-get install -y -qq --allow-downgrades --no-install-recommends "mariadb-backup=$ver" >/dev/null
+  apt-get install -y -qq --allow-downgrades --no-install-recommends "mariadb-backup=$ver" >/dev/null \
+    || log "WARNING: mariadb-backup $ver could not be installed; test_backup.py's mariabackup test will be skipped"
 fi
-apt-mark hold mariadb-backup >/dev/null
+if dpkg -s mariadb-backup >/dev/null 2>&1; then apt-mark hold mariadb-backup >/dev/null; fi
 
 # ---- 3. build and test packages ----------------------------------------------------------------
 pkg_stamp=$deps/.packages-v5
