@@ -470,7 +470,15 @@ Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
        transaction state their commit walks); remembered for the whole batch, whose statements
        may end before it does (end_statements). */
     handlerton *ht = s.table->file->partition_ht();
-    if (!ht || ht->db_type != DB_TYPE_INNODB) batch_other_engines_ = true;
+    if (!ht || ht->db_type != DB_TYPE_INNODB) {
+      /* The batch is now committed by the worker (even if this table is only read): if it
+         already wrote, it takes the backup commit lock first (see commit_lock_), or this request
+         waits for a later batch, before the worker would wait for that lock at the commit. */
+      if (batch_wrote_ && !batch_other_engines_) {
+        if (Store_status st = take_commit_lock(); !st.ok()) return st;
+      }
+      batch_other_engines_ = true;
+    }
   }
   s.table->in_use = thd_;  // lent to the batch's THD (handlers ask it for their transaction)
   if (!batch_isolation_set_ && locked_slots_.empty() && s.table->file->partition_ht() &&

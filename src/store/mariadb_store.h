@@ -418,7 +418,8 @@ class Mariadb_store final : public Store {
      backup at BLOCK_COMMIT parks the request before it writes anything, rather than stop the
      worker at the commit (2 s) and fail a write the engine kept. */
   MDL_request commit_lock_;
-  bool batch_commits_here(const Table_slot &s) const;
+  bool batch_commits_here() const;  // the worker commits this batch itself, not the commit thread
+  Store_status take_commit_lock();
   bool statement_db_set_ = false;  // a write statement made its table's database current
   std::string last_error_;
 

@@ -128,10 +128,21 @@ int Mariadb_store::remove_row(TABLE *t) {
   return t->versioned() ? t->delete_row<false>(true) : t->file->ha_delete_row(t->record[0]);
 }
 
-bool Mariadb_store::batch_commits_here(const Table_slot &s) const {
-  if (!committer_ || galera_replicating(thd_)) return true;
-  const handlerton *ht = s.table->file->partition_ht();
-  return !ht || ht->db_type != DB_TYPE_INNODB;
+bool Mariadb_store::batch_commits_here() const {
+  return !committer_ || batch_other_engines_ || galera_replicating(thd_);
+}
+
+Store_status Mariadb_store::take_commit_lock() {
+  if (commit_lock_.ticket) return {};
+  /* Not while a handed-off commit has yet to take its own: a BLOCK_COMMIT requested meanwhile
+     would wait for ours, that commit for BLOCK_COMMIT, and this batch, kept open behind it, for
+     that commit. */
+  if (in_flight_ && !committer_->done() && !committer_->lock_settled()) return Store_status::of(Store_errc::table_busy);
+  MDL_REQUEST_INIT(&commit_lock_, MDL_key::BACKUP, "", "", MDL_BACKUP_COMMIT, MDL_EXPLICIT);
+  if (thd_->mdl_context.try_acquire_lock(&commit_lock_)) return lock_failed();
+  if (!commit_lock_.ticket) return Store_status::of(Store_errc::table_busy);
+  thd_->backup_commit_lock = &commit_lock_;
+  return {};
 }
 
 Store_status Mariadb_store::begin_write(Table_slot &s, const Open_index &idx) {
@@ -156,16 +167,8 @@ Store_status Mariadb_store::begin_write(Table_slot &s, const Open_index &idx) {
     if (thd_->mdl_context.try_acquire_lock(&backup_locks_[kind])) return lock_failed();
     if (!backup_locks_[kind].ticket) return Store_status::of(Store_errc::table_busy);
   }
-  if (!commit_lock_.ticket && batch_commits_here(s)) {
-    /* See commit_lock_. Not while a handed-off commit has yet to take its own: a BLOCK_COMMIT
-       requested meanwhile would wait for ours, that commit for BLOCK_COMMIT, and this batch, kept
-       open behind it, for that commit. */
-    if (in_flight_ && !committer_->done() && !committer_->lock_settled())
-      return Store_status::of(Store_errc::table_busy);
-    MDL_REQUEST_INIT(&commit_lock_, MDL_key::BACKUP, "", "", MDL_BACKUP_COMMIT, MDL_EXPLICIT);
-    if (thd_->mdl_context.try_acquire_lock(&commit_lock_)) return lock_failed();
-    if (!commit_lock_.ticket) return Store_status::of(Store_errc::table_busy);
-    thd_->backup_commit_lock = &commit_lock_;
+  if (batch_commits_here()) {  // see commit_lock_
+    if (Store_status st = take_commit_lock(); !st.ok()) return st;
   }
   if (!s.written) {
     s.written = true;

@@ -385,3 +385,44 @@ def test_a_write_held_by_block_commit_waits_for_it_and_succeeds(request, srv, en
         c.close()
         r.close()
         backup.close()
+
+
+@pytest.mark.parametrize("engine", ["Aria", "MEMORY"])
+def test_an_innodb_write_and_a_read_of_another_engine_in_one_batch_wait_for_block_commit(srv, engine):
+    """A batch that wrote InnoDB and then reads a table of another engine becomes one the worker
+    commits itself: it must not then wait for the backup lock in the worker (found by a helper:
+    the worker stalled 2 s, every client of it with it, and the batch's commit failed). The read
+    waits for a later batch; the write's commit waits on the commit thread; others are served."""
+    t = f"bk_mixed_{engine.lower()}"
+    srv.exec_sql(f"DROP TABLE IF EXISTS {t}, bk_mixed_i")
+    srv.exec_sql(f"CREATE TABLE {t} (k int primary key, v varchar(20)) ENGINE={engine}")
+    srv.exec_sql(f"INSERT INTO {t} VALUES (1, 'other')")
+    srv.exec_sql("CREATE TABLE bk_mixed_i (k int primary key, v varchar(20)) ENGINE=InnoDB")
+    w = h.HSConn(srv.hs_port_wr, timeout=30)
+    r = h.hs_open(srv.hs_port, "bk_read", "k,v", timeout=30)
+    backup = h.sql_conn(srv, db=None)
+    try:
+        assert w.request(f"P\t1\ttest\tbk_mixed_i\tPRIMARY\tk,v\nP\t2\ttest\t{t}\tPRIMARY\tk,v\n") == b"0\t1\n0\t1\n"
+        with backup.cursor() as cur:
+            cur.execute("BACKUP STAGE START")
+            cur.execute("BACKUP STAGE BLOCK_COMMIT")
+        try:
+            w.send("1\t+\t2\t1\tduring\n2\t=\t1\t1\n")  # one batch: an InnoDB insert, then a read
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 3.0:           # past the 2 s the worker once waited
+                r0 = time.monotonic()
+                assert r.request("1\t=\t1\t1\n") == b"0\t2\t1\tr\n"
+                assert time.monotonic() - r0 < 0.3, "the worker waited for the backup lock"
+                time.sleep(0.05)
+            early = w.recv_all(0.0)
+        finally:
+            with backup.cursor() as cur:
+                cur.execute("BACKUP STAGE END")
+        assert early == b"", f"answered while BLOCK_COMMIT was held: {early!r}"
+        assert w.recv_line(timeout=5.0) == b"0\t1\n"
+        assert w.recv_line(timeout=5.0) == b"0\t2\t1\tother\n"
+        assert srv.sql("SELECT v FROM bk_mixed_i WHERE k = 1") == [("during",)]
+    finally:
+        w.close()
+        r.close()
+        backup.close()
