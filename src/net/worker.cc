@@ -103,6 +103,9 @@ void Worker::run() {
                                                          cfg_.lock_wait_timeout_ms);
       if (store) {
         serve(*store);
+        /* Stopping (UNINSTALL SONAME, shutdown): a commit held up by BACKUP STAGE BLOCK_COMMIT
+           would hold this up for tablesocket_lock_wait_timeout. */
+        if (stop_.load(std::memory_order_relaxed)) store->abort_commit_wait();
         end_batch(true);  // ends the open batch and answers (or closes) the writers of every commit
         for (auto &c : conns_) close_connection(*c);
         reap_dead();

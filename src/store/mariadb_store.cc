@@ -741,6 +741,11 @@ void Commit_thread::submit(THD *thd, MDL_ticket *const backup_locks[kBackupLocks
   cv_.notify_all();
 }
 
+void Commit_thread::abort_lock_wait() {
+  std::lock_guard<std::mutex> g(m_);  // thd_ stays valid while busy_ (run() clears both under m_)
+  if (busy_ && thd_ && lock_waiting_.load(std::memory_order_relaxed)) thd_->awake(KILL_CONNECTION);
+}
+
 bool Commit_thread::done() {
   std::lock_guard<std::mutex> g(m_);
   return !busy_;

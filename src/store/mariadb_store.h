@@ -112,6 +112,10 @@ class Commit_thread {
   /* The submitted commit holds the backup commit lock (or needs none): from here on it waits for
      nothing another batch of the worker could hold. */
   bool lock_settled() const { return lock_settled_.load(std::memory_order_acquire); }
+  /* The worker stops (UNINSTALL SONAME): a commit waiting for the backup lock is cut short (its
+     THD killed, as shutdown does; the commit fails and its writers are closed unanswered) rather
+     than hold the uninstall up for tablesocket_lock_wait_timeout. */
+  void abort_lock_wait();
   bool wait();                 // waits until done(); returns whether its writes were lost
  private:
   void run();
@@ -167,6 +171,7 @@ class Mariadb_store final : public Store {
   bool batch_budget_spent() const override { return rows_examined_ >= max_batch_rows_ || batch_full_; }
   void close_batch_to_writes() override { if (in_batch_) writes_closed_ = true; }
   bool commit_waits_for_lock() const override { return in_flight_ && committer_->lock_waiting(); }
+  void abort_commit_wait() override { if (in_flight_) committer_->abort_lock_wait(); }
   uint64_t writes_refused_closed() const override { return writes_refused_closed_; }
 
  protected:

@@ -282,6 +282,8 @@ class Store {
   /* The commit in flight waits for a lock (a backup stage), not for its fsync: it may take long.
      Meanwhile no batch takes writes (refused as after close_batch_to_writes()). */
   virtual bool commit_waits_for_lock() const = 0;
+  /* The worker is stopping: a commit in flight that waits for a lock gives up now. */
+  virtual void abort_commit_wait() = 0;
   /* Counts the writes refused that way: a request that meets it waits for the batch to end. */
   virtual uint64_t writes_refused_closed() const = 0;
   /* Counts reads that may have seen the current batch's writes, not committed yet (by any

@@ -426,3 +426,40 @@ def test_an_innodb_write_and_a_read_of_another_engine_in_one_batch_wait_for_bloc
         w.close()
         r.close()
         backup.close()
+
+
+def test_uninstall_while_a_commit_waits_for_block_commit_does_not_wait_for_it(request):
+    """UNINSTALL SONAME while a handed-off commit waits for BLOCK_COMMIT: the commit's wait is cut
+    short (its writer closed unanswered, the row absent: nothing acknowledged) instead of holding
+    the uninstall for tablesocket_lock_wait_timeout (a helper measured 48 s). INSTALL works again."""
+    with h.private_server(request, "backup-uninstall", ARGS) as s:
+        s.exec_sql("CREATE TABLE bk_un (k int primary key, v varchar(20)) ENGINE=InnoDB")
+        w = h.hs_open(s.hs_port_wr, "bk_un", "k,v", timeout=30)
+        backup = h.sql_conn(s, db=None)
+        try:
+            with backup.cursor() as cur:
+                cur.execute("BACKUP STAGE START")
+                cur.execute("BACKUP STAGE BLOCK_COMMIT")
+            w.send("1\t+\t2\t1\theld\n")
+            time.sleep(0.3)  # its commit waits for the backup lock
+            t0 = time.monotonic()
+            s.exec_sql("UNINSTALL SONAME 'tablesocket'", db=None)
+            took = time.monotonic() - t0
+            assert took < 5.0, f"UNINSTALL SONAME waited {took:.1f} s for BLOCK_COMMIT"
+            assert h.wait_closed(w, 5.0) is not None, "the writer of the aborted commit was not closed"
+            assert b"0\t1" not in w.buf, "a write whose commit was aborted was acknowledged"
+            with backup.cursor() as cur:
+                cur.execute("BACKUP STAGE END")
+            assert s.sql("SELECT COUNT(*) FROM bk_un") == [("0",)]
+            s.exec_sql("INSTALL SONAME 'tablesocket'", db=None)
+            deadline = time.monotonic() + 10
+            while not h.tsserver.port_accepts(s.hs_port_wr) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            w2 = h.hs_open(s.hs_port_wr, "bk_un", "k,v", timeout=30)
+            try:
+                assert w2.request("1\t+\t2\t2\tafter\n") == b"0\t1\n"
+            finally:
+                w2.close()
+        finally:
+            w.close()
+            backup.close()
