@@ -347,6 +347,17 @@ def test_mariabackup_under_hs_write_load_is_complete_consistent_and_matches_its_
     shutil.rmtree(target, ignore_errors=True)
 
 
+def _reads_answered_meanwhile(r: h.HSConn, seconds: float = 3.0) -> None:
+    """For `seconds` (past the 2 s a worker once waited for the backup lock), reads of row 1 of
+    bk_read through r are answered, each within 0.3 s: the worker does not wait for the lock."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        r0 = time.monotonic()
+        assert r.request("1\t=\t1\t1\n") == b"0\t2\t1\tr\n"
+        assert time.monotonic() - r0 < 0.3, "a read waited for the backup lock"
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("engine,overlap", [("Aria", True), ("MEMORY", True), ("MyISAM", True),
                                             ("InnoDB", True), ("InnoDB", False)])
 def test_a_write_held_by_block_commit_waits_for_it_and_succeeds(request, srv, engine, overlap):
@@ -360,23 +371,11 @@ def test_a_write_held_by_block_commit_waits_for_it_and_succeeds(request, srv, en
     s.exec_sql(f"CREATE TABLE {t} (k int primary key, v varchar(20)) ENGINE={engine}")
     c = h.hs_open(s.hs_port_wr, t, "k,v", timeout=30)
     r = h.hs_open(s.hs_port, "bk_read", "k,v", timeout=30)
-    backup = h.sql_conn(s, db=None)
     try:
-        with backup.cursor() as cur:
-            cur.execute("BACKUP STAGE START")
-            cur.execute("BACKUP STAGE BLOCK_COMMIT")   # mariabackup holds this for seconds
-        try:
+        with h.backup_stage(s, "BLOCK_COMMIT"):   # mariabackup holds this for seconds
             c.send("1\t+\t2\t1\tduring\n")
-            t0 = time.monotonic()
-            while time.monotonic() - t0 < 3.0:         # past the 2 s a worker's commit once waited
-                r0 = time.monotonic()
-                assert r.request("1\t=\t1\t1\n") == b"0\t2\t1\tr\n"
-                assert time.monotonic() - r0 < 0.3, "a read waited for the backup lock"
-                time.sleep(0.05)
+            _reads_answered_meanwhile(r)
             early = c.recv_all(0.0)
-        finally:
-            with backup.cursor() as cur:
-                cur.execute("BACKUP STAGE END")
         assert early == b"", f"answered while BLOCK_COMMIT was held: {early!r}"
         assert c.recv_line(timeout=5.0) == b"0\t1\n"
         assert s.sql(f"SELECT v FROM {t} WHERE k = 1") == [("during",)]
@@ -384,7 +383,6 @@ def test_a_write_held_by_block_commit_waits_for_it_and_succeeds(request, srv, en
     finally:
         c.close()
         r.close()
-        backup.close()
 
 
 @pytest.mark.parametrize("engine", ["Aria", "MEMORY"])
@@ -400,24 +398,12 @@ def test_an_innodb_write_and_a_read_of_another_engine_in_one_batch_wait_for_bloc
     srv.exec_sql("CREATE TABLE bk_mixed_i (k int primary key, v varchar(20)) ENGINE=InnoDB")
     w = h.HSConn(srv.hs_port_wr, timeout=30)
     r = h.hs_open(srv.hs_port, "bk_read", "k,v", timeout=30)
-    backup = h.sql_conn(srv, db=None)
     try:
         assert w.request(f"P\t1\ttest\tbk_mixed_i\tPRIMARY\tk,v\nP\t2\ttest\t{t}\tPRIMARY\tk,v\n") == b"0\t1\n0\t1\n"
-        with backup.cursor() as cur:
-            cur.execute("BACKUP STAGE START")
-            cur.execute("BACKUP STAGE BLOCK_COMMIT")
-        try:
+        with h.backup_stage(srv, "BLOCK_COMMIT"):
             w.send("1\t+\t2\t1\tduring\n2\t=\t1\t1\n")  # one batch: an InnoDB insert, then a read
-            t0 = time.monotonic()
-            while time.monotonic() - t0 < 3.0:           # past the 2 s the worker once waited
-                r0 = time.monotonic()
-                assert r.request("1\t=\t1\t1\n") == b"0\t2\t1\tr\n"
-                assert time.monotonic() - r0 < 0.3, "the worker waited for the backup lock"
-                time.sleep(0.05)
+            _reads_answered_meanwhile(r)
             early = w.recv_all(0.0)
-        finally:
-            with backup.cursor() as cur:
-                cur.execute("BACKUP STAGE END")
         assert early == b"", f"answered while BLOCK_COMMIT was held: {early!r}"
         assert w.recv_line(timeout=5.0) == b"0\t1\n"
         assert w.recv_line(timeout=5.0) == b"0\t2\t1\tother\n"
@@ -425,7 +411,6 @@ def test_an_innodb_write_and_a_read_of_another_engine_in_one_batch_wait_for_bloc
     finally:
         w.close()
         r.close()
-        backup.close()
 
 
 def test_uninstall_while_a_commit_waits_for_block_commit_does_not_wait_for_it(request):
@@ -435,21 +420,16 @@ def test_uninstall_while_a_commit_waits_for_block_commit_does_not_wait_for_it(re
     with h.private_server(request, "backup-uninstall", ARGS) as s:
         s.exec_sql("CREATE TABLE bk_un (k int primary key, v varchar(20)) ENGINE=InnoDB")
         w = h.hs_open(s.hs_port_wr, "bk_un", "k,v", timeout=30)
-        backup = h.sql_conn(s, db=None)
         try:
-            with backup.cursor() as cur:
-                cur.execute("BACKUP STAGE START")
-                cur.execute("BACKUP STAGE BLOCK_COMMIT")
-            w.send("1\t+\t2\t1\theld\n")
-            time.sleep(0.3)  # its commit waits for the backup lock
-            t0 = time.monotonic()
-            s.exec_sql("UNINSTALL SONAME 'tablesocket'", db=None)
-            took = time.monotonic() - t0
-            assert took < 5.0, f"UNINSTALL SONAME waited {took:.1f} s for BLOCK_COMMIT"
-            assert h.wait_closed(w, 5.0) is not None, "the writer of the aborted commit was not closed"
-            assert b"0\t1" not in w.buf, "a write whose commit was aborted was acknowledged"
-            with backup.cursor() as cur:
-                cur.execute("BACKUP STAGE END")
+            with h.backup_stage(s, "BLOCK_COMMIT"):
+                w.send("1\t+\t2\t1\theld\n")
+                time.sleep(0.3)  # its commit waits for the backup lock
+                t0 = time.monotonic()
+                s.exec_sql("UNINSTALL SONAME 'tablesocket'", db=None)
+                took = time.monotonic() - t0
+                assert took < 5.0, f"UNINSTALL SONAME waited {took:.1f} s for BLOCK_COMMIT"
+                assert h.wait_closed(w, 5.0) is not None, "the writer of the aborted commit was not closed"
+                assert b"0\t1" not in w.buf, "a write whose commit was aborted was acknowledged"
             assert s.sql("SELECT COUNT(*) FROM bk_un") == [("0",)]
             s.exec_sql("INSTALL SONAME 'tablesocket'", db=None)
             deadline = time.monotonic() + 10
@@ -462,4 +442,3 @@ def test_uninstall_while_a_commit_waits_for_block_commit_does_not_wait_for_it(re
                 w2.close()
         finally:
             w.close()
-            backup.close()

@@ -63,26 +63,6 @@ def _table(s, name: str, engine: str = "InnoDB", rows: int = 50) -> str:
     return name
 
 
-class _CommitsHeld:
-    """BACKUP STAGE BLOCK_COMMIT from an SQL session for the duration of the with block."""
-
-    def __init__(self, srv):
-        self.conn = h.sql_conn(srv, db=None)
-
-    def __enter__(self):
-        with self.conn.cursor() as c:
-            c.execute("BACKUP STAGE START")
-            c.execute("BACKUP STAGE BLOCK_COMMIT")
-        return self
-
-    def __exit__(self, *exc):
-        try:
-            with self.conn.cursor() as c:
-                c.execute("BACKUP STAGE END")
-        finally:
-            self.conn.close()
-
-
 def _no_reply(conn: h.HSConn, wait: float) -> bool:
     return not conn.recv_all(wait)
 
@@ -108,7 +88,7 @@ def test_the_worker_serves_others_while_a_commit_waits(srv):
     w2 = h.hs_open(srv.hs_port_wr, t, "v")
     other = h.sql_conn(srv)
     try:
-        with _CommitsHeld(srv):
+        with h.backup_stage(srv, "BLOCK_COMMIT"):
             w.send("1\t+\t2\t2001\theld\n")
             time.sleep(0.2)  # the insert runs, its commit waits on the commit thread
             for k in range(1, 21):
@@ -143,7 +123,7 @@ def test_a_commit_waits_for_block_commit_longer_than_2_s_and_nobody_is_closed(sr
     r = h.hs_open(srv.hs_port, t, "k,v")
     ws = [h.hs_open(srv.hs_port_wr, t, "k,v") for _ in range(4)]
     try:
-        with _CommitsHeld(srv):
+        with h.backup_stage(srv, "BLOCK_COMMIT"):
             ws[0].send("1\t+\t2\t7001\tfirst\n")
             time.sleep(0.2)  # its commit waits for the backup lock
             m0 = h.status(srv)["tablesocket_requests_modify"]
@@ -182,7 +162,7 @@ def test_a_commit_failing_after_the_hand_off_closes_only_its_writers(srv_2s):
     r = h.hs_open(srv.hs_port, t, "k,v")
     w = h.hs_open(srv.hs_port_wr, t, "k,v")
     try:
-        with _CommitsHeld(srv):
+        with h.backup_stage(srv, "BLOCK_COMMIT"):
             w.send("1\t+\t2\t3001\tlost\n")
             closed_after = h.wait_closed(w, 6.0)
             assert closed_after is not None, "the writer of a failed commit was not closed"
@@ -423,26 +403,17 @@ def test_backup_stages_hold_up_writes_as_they_hold_up_sql(srv):
     m = _table(srv, "ov_bk_myisam", engine="MyISAM")
     wi = h.hs_open(srv.hs_port_wr, i, "k,v")
     wm = h.hs_open(srv.hs_port_wr, m, "k,v")
-    bk = h.sql_conn(srv, db=None)
     try:
-        with bk.cursor() as c:
-            c.execute("BACKUP STAGE START")
-            c.execute("BACKUP STAGE FLUSH")
-            c.execute("BACKUP STAGE BLOCK_DDL")
-        try:
+        with h.backup_stage(srv, "FLUSH", "BLOCK_DDL"):
             assert wi.request("1\t+\t2\t7001\tduring\n", timeout=REPLY_BOUND + 1) == b"0\t1\n"
             wm.send("1\t+\t2\t7001\tduring\n")
             assert _no_reply(wm, 0.5), "a MyISAM write ran during BACKUP STAGE BLOCK_DDL"
-        finally:
-            with bk.cursor() as c:
-                c.execute("BACKUP STAGE END")
         assert wm.recv_line(timeout=3.0) == b"0\t1\n"
         assert srv.sql(f"SELECT v FROM {i} WHERE k = 7001") == [("during",)]
         assert srv.sql(f"SELECT v FROM {m} WHERE k = 7001") == [("during",)]
     finally:
         wi.close()
         wm.close()
-        bk.close()
 
 
 @pytest.mark.parametrize("server_level,batch_level", [
@@ -462,7 +433,7 @@ def test_every_batch_runs_at_read_committed_or_the_servers_lower_level(request, 
         w = h.hs_open(s.hs_port_wr, t, "k,v")
         try:
             for k in (8001, 8002, 8003, 8004, 8005):  # batches on both batch sessions, twice and more
-                with _CommitsHeld(s):
+                with h.backup_stage(s, "BLOCK_COMMIT"):
                     w.send(f"1\t+\t2\t{k}\tx\n")
                     time.sleep(0.3)
                     levels = s.sql("SELECT trx_isolation_level FROM information_schema.INNODB_TRX", db=None)

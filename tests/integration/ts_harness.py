@@ -323,3 +323,23 @@ def start_clients(target, logs: list, port: int) -> tuple[list[threading.Thread]
         stop.set()
         pytest.fail(f"clients could not start: {[lg.end for lg in logs if lg.end]}")
     return threads, stop
+
+
+@contextlib.contextmanager
+def backup_stage(srv, *stages: str) -> Iterator[None]:
+    """BACKUP STAGE START and then each of `stages` (e.g. "BLOCK_COMMIT", what mariabackup holds
+    while it copies the last files) from an SQL session of its own, for the duration of the with
+    block; BACKUP STAGE END when it ends."""
+    conn = sql_conn(srv, db=None)
+    try:
+        with conn.cursor() as c:
+            c.execute("BACKUP STAGE START")
+            for stage in stages:
+                c.execute(f"BACKUP STAGE {stage}")
+        try:
+            yield
+        finally:
+            with conn.cursor() as c:
+                c.execute("BACKUP STAGE END")
+    finally:
+        conn.close()
