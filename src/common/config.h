@@ -35,6 +35,8 @@ struct Config {
   bool commit_overlap = true;             // commit a written batch on a commit thread while the next one runs
   unsigned ddl_check_interval_ms = 20;  // how often an idle worker looks for DDL waiting on its tables
   unsigned lock_wait_timeout_ms = 50000;  // how long a request waits for a metadata or row lock before an error
+  unsigned lock_queue_after_ms = 20;  // a write parked on a row lock this long waits in InnoDB's queue instead
+  unsigned lock_queue_sessions = 4;   // per worker: sessions that wait in InnoDB's lock queue at once (0: none)
   std::string charset = "utf8mb4";        // character set of values sent and received
   std::string plain_secret;     // HandlerSocket-compatible `A 1 <secret>` on the read port ("" = none)
   std::string plain_secret_wr;  // the same on the read/write port

@@ -25,6 +25,7 @@ namespace tablesocket {
   X(table_opens, "table opens (including reopens after DDL)")           \
   X(table_yields, "tables closed to let DDL or FLUSH proceed")          \
   X(lock_waits, "requests parked waiting for a metadata lock")          \
+  X(lock_queued, "writes that met a row lock for tablesocket_lock_queue_after and waited in InnoDB's lock queue on a session of their own") \
   X(protocol_errors, "connections closed for oversized or malformed input") \
   X(timeouts, "connections closed as idle")                             \
   X(auth_successes, "logins with a MariaDB account that succeeded")     \

@@ -100,7 +100,8 @@ void Worker::run() {
       std::unique_ptr<Store> store = make_mariadb_store(counters_, name, cfg_.charset.c_str(),
                                                          cfg_.privilege_check_interval_ms, cfg_.max_batch_rows,
                                                          cfg_.commit_overlap, cfg_.ddl_check_interval_ms,
-                                                         cfg_.lock_wait_timeout_ms);
+                                                         cfg_.lock_wait_timeout_ms, cfg_.lock_queue_after_ms,
+                                                         cfg_.lock_queue_sessions);
       if (store) {
         serve(*store);
         /* Stopping (UNINSTALL SONAME, shutdown): a commit held up by BACKUP STAGE BLOCK_COMMIT
@@ -111,6 +112,7 @@ void Worker::run() {
         reap_dead();
         pending_.clear();
       }
+      store_ = nullptr;
       /* store (and its THD) is destroyed here, on the thread that created it. */
     }
   } catch (const std::exception &e) {
@@ -535,6 +537,9 @@ void Worker::close_connection(Connection &c) {
   if (c.close_after_flush && c.out.empty() && !c.read_closed)
     linger(std::move(c.fd));  // its last answer went out: let the client read it
   c.fd.reset();
+  /* A request of it queued for a row lock on a session of its own is cancelled first: that job
+     uses the session's account (its principal). */
+  if (store_) store_->forget_requester(&c);
   c.session.reset();  // releases its open indexes (table references) right away
   server_.buffer_bytes.fetch_sub(c.accounted, std::memory_order_relaxed);
   c.accounted = 0;
@@ -695,10 +700,15 @@ void Worker::end_batch(bool force) {
   }
   std::vector<Connection *> before;
   if (reaped) before.swap(awaiting_);
-  if (store.in_batch()) {
-    const bool handed_off = store.end_batch();
-    counters_.add(counters_.batches);
-    const bool lost = !handed_off && store.batch_lost_writes();
+  /* Without a batch of the worker's, writers are those whose write a session of its own committed
+     (the lock queue): durable already. */
+  if (store.in_batch() || !batch_writers_.empty()) {
+    bool handed_off = false, lost = false;
+    if (store.in_batch()) {
+      handed_off = store.end_batch();
+      counters_.add(counters_.batches);
+      lost = !handed_off && store.batch_lost_writes();
+    }
     std::vector<Connection *> writers;
     writers.swap(batch_writers_);
     for (Connection *c : writers) {
@@ -811,7 +821,9 @@ void Worker::serve(Store &store) {
         }
         const uint64_t dirty_before = store.reads_of_written_tables();
         const uint64_t refused_before = store.writes_refused_closed();
+        store.set_requester(c);
         Session_outcome o = c->session->run(c->in, c->out, cfg_.max_requests_per_batch);
+        store.set_requester(nullptr);
         /* It read a table this batch wrote: what it saw may not be committed yet, so its replies
            wait for the commit as a writer's do (and are never sent if the commit fails). */
         if (store.reads_of_written_tables() != dirty_before) c->session->wrote_in_batch = true;

@@ -32,6 +32,7 @@ unsigned sv_hs_port, sv_hs_port_wr, sv_threads, sv_backlog, sv_max_connections, 
 unsigned sv_max_request_size, sv_max_tokens, sv_max_open_indexes, sv_max_output_buffer;
 unsigned long long sv_max_buffer_memory;
 unsigned sv_output_high_water, sv_max_requests_per_batch, sv_max_batch_rows, sv_ddl_check_interval, sv_lock_wait_timeout;
+unsigned sv_lock_queue_after, sv_lock_queue_sessions;
 char *sv_plain_secret, *sv_plain_secret_wr, *sv_character_set;
 unsigned sv_mc_port, sv_mc_max_range_rows, sv_mc_max_value_size;
 char *sv_mc_socket, *sv_mc_config_schema;
@@ -150,11 +151,26 @@ MYSQL_SYSVAR_UINT(ddl_check_interval, sv_ddl_check_interval, PLUGIN_VAR_READONLY
 MYSQL_SYSVAR_UINT(lock_wait_timeout, sv_lock_wait_timeout, PLUGIN_VAR_READONLY,
                   "Milliseconds a request waits for a metadata lock (DDL) or a row lock (another "
                   "transaction) before it fails with '1\\t1\\tlock_wait_timeout'. The waiting request "
-                  "is retried every 1 to 8 milliseconds; its worker keeps serving other clients meanwhile. "
+                  "is retried every 1 to 8 milliseconds (a write on a row lock then waits in InnoDB's lock "
+                  "queue, see tablesocket_lock_queue_after); its worker keeps serving other clients meanwhile. "
                   "Also how long a commit on the commit thread waits for the backup lock (BACKUP STAGE "
                   "BLOCK_COMMIT, FLUSH TABLES WITH READ LOCK), as SQL's COMMIT waits lock_wait_timeout; "
                   "a commit that waits longer fails and its writers are disconnected unanswered.",
                   nullptr, nullptr, kDefaults.lock_wait_timeout_ms, 1, 31536000, 0);
+MYSQL_SYSVAR_UINT(lock_queue_after, sv_lock_queue_after, PLUGIN_VAR_READONLY,
+                  "Milliseconds a write waits for a row lock another transaction holds, retried by its "
+                  "worker (which only ever tries the lock), before it is handed to a session of its own "
+                  "that waits in InnoDB's lock queue as an SQL statement does: it then gets the row in "
+                  "its turn behind SQL transactions that hand the row to each other back to back, which "
+                  "retries never would. That session waits at most a second at a time (DDL on the "
+                  "table waits for it about that long), commits the write on its own, and the request "
+                  "is answered as usual. 0: at the first conflict.",
+                  nullptr, nullptr, kDefaults.lock_queue_after_ms, 0, 3600000, 0);
+MYSQL_SYSVAR_UINT(lock_queue_sessions, sv_lock_queue_sessions, PLUGIN_VAR_READONLY,
+                  "Per worker, how many writes may wait in InnoDB's lock queue at once, each on a "
+                  "session and thread of its own (see tablesocket_lock_queue_after); more waiting "
+                  "writes keep being retried by the worker. 0: never queue (retries only).",
+                  nullptr, nullptr, kDefaults.lock_queue_sessions, 0, 256, 0);
 MYSQL_SYSVAR_STR(character_set, sv_character_set, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
                  "Character set of the values clients send and receive (like character_set_client and "
                  "character_set_results of a SQL connection): values are converted to and from each "
@@ -241,7 +257,7 @@ struct st_mysql_sys_var *system_variables[] = {
     MYSQL_SYSVAR(max_request_size), MYSQL_SYSVAR(max_tokens), MYSQL_SYSVAR(max_open_indexes),
     MYSQL_SYSVAR(max_output_buffer), MYSQL_SYSVAR(output_high_water),
     MYSQL_SYSVAR(max_requests_per_batch), MYSQL_SYSVAR(max_batch_rows), MYSQL_SYSVAR(commit_overlap), MYSQL_SYSVAR(galera_writes), MYSQL_SYSVAR(max_buffer_memory), MYSQL_SYSVAR(ddl_check_interval),
-    MYSQL_SYSVAR(lock_wait_timeout), MYSQL_SYSVAR(character_set), MYSQL_SYSVAR(plain_secret),
+    MYSQL_SYSVAR(lock_wait_timeout), MYSQL_SYSVAR(lock_queue_after), MYSQL_SYSVAR(lock_queue_sessions), MYSQL_SYSVAR(character_set), MYSQL_SYSVAR(plain_secret),
     MYSQL_SYSVAR(plain_secret_wr), MYSQL_SYSVAR(require_auth), MYSQL_SYSVAR(anonymous_account),
     MYSQL_SYSVAR(allow_cleartext_passwords), MYSQL_SYSVAR(privilege_check_interval),
     MYSQL_SYSVAR(max_user_connections), MYSQL_SYSVAR(auth_log_interval), MYSQL_SYSVAR(login_timeout), MYSQL_SYSVAR(ssl_cert),
@@ -320,6 +336,8 @@ Config config_from_sysvars() {
   c.max_buffer_memory = sv_max_buffer_memory;
   c.ddl_check_interval_ms = sv_ddl_check_interval;
   c.lock_wait_timeout_ms = sv_lock_wait_timeout;
+  c.lock_queue_after_ms = sv_lock_queue_after;
+  c.lock_queue_sessions = sv_lock_queue_sessions;
   c.charset = sv_character_set && *sv_character_set ? sv_character_set : "utf8mb4";
   auto str = [](const char *v) { return std::string(v ? v : ""); };
   c.plain_secret = str(sv_plain_secret);

@@ -65,6 +65,7 @@ Hs_session::Exec Hs_session::reply_error(const Store_status &st, Byte_buffer &ou
   uint32_t code = 2;
   switch (st.errc) {
     case Store_errc::ok: hs::encode_status(out, 0, ""); return Exec::done;
+    case Store_errc::lock_queued: return Exec::park;  // its own session waits for the lock, with the timeout
     case Store_errc::table_busy:
     case Store_errc::row_locked:
       if (may_wait_longer(cfg_.lock_wait_timeout_ms)) return Exec::park;

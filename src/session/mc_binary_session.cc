@@ -77,7 +77,9 @@ Mc_session::Exec Mc_session::bin_server_error(const Store_status &st, const Bin_
   switch (st.errc) {
     case Store_errc::access_denied: code = Bin_status::auth_error; break;
     case Store_errc::table_busy:
-    case Store_errc::row_locked: code = Bin_status::etmpfail; break;
+    case Store_errc::row_locked:
+    case Store_errc::lock_queued:
+    case Store_errc::lock_wait_timeout: code = Bin_status::etmpfail; break;
     case Store_errc::result_too_large: code = Bin_status::e2big; break;
     default: break;
   }

@@ -403,6 +403,7 @@ void Mc_session::drop_refused_item(std::string_view key) {
 }
 
 bool Mc_session::waits_for_lock(const Store_status &st) {
+  if (st.errc == Store_errc::lock_queued) return true;  // its own session waits, with the timeout
   return (st.errc == Store_errc::table_busy || st.errc == Store_errc::row_locked) &&
          may_wait_longer(cfg_.lock_wait_timeout_ms);
 }
@@ -421,7 +422,9 @@ std::string Mc_session::error_message(const Store_status &st) {
       msg = "the container's index (unique_idx_name_on_key) must be a UNIQUE index on exactly its key column";
       break;
     case Store_errc::table_busy:
-    case Store_errc::row_locked: msg = "lock wait timeout"; break;
+    case Store_errc::row_locked:
+    case Store_errc::lock_queued:
+    case Store_errc::lock_wait_timeout: msg = "lock wait timeout"; break;
     case Store_errc::server_read_only: msg = "server is read-only"; break;
     case Store_errc::lock_failed:
       msg = st.message.empty() ? std::string("cannot lock the table") : "cannot lock the table: " + std::string(st.message);

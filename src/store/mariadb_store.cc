@@ -114,6 +114,7 @@ bool Mariadb_store::attach(const char *thread_name, const char *charset) {
     sql_print_error("tablesocket: cannot create a THD for %s", thread_name);
     return false;
   }
+  charset_ = charset;
   client_cs_ = get_charset_by_csname(charset, MY_CS_PRIMARY, MYF(0));
   if (!client_cs_) {
     sql_print_error("tablesocket: unknown character set '%s'", charset);
@@ -156,25 +157,34 @@ void Mariadb_store::warn_rollback_on_timeout(THD *thd) {
                       "innodb_rollback_on_timeout=OFF (the default) for per-request failures.");
 }
 
-void Mariadb_store::set_no_wait_row_locks(THD *thd) {
-  /* SET SESSION innodb_lock_wait_timeout = 0 for this THD: a row lock held by someone else fails at
-     once (HA_ERR_LOCK_WAIT_TIMEOUT, statement rolled back) and the request is retried later. */
+bool Mariadb_store::set_row_lock_wait(THD *thd, unsigned seconds) {
   static const char name[] = "innodb_lock_wait_timeout";
   sys_var *var = find_sys_var(thd, name, sizeof name - 1, false);
   bool ok = false;
   if (var) {
-    Item *zero = new (thd->mem_root) Item_uint(thd, "0", size_t(1));
+    Item *value = new (thd->mem_root) Item_uint(thd, ulonglong(seconds));
     LEX_CSTRING no_base = {nullptr, 0};
-    set_var sv(thd, OPT_SESSION, var, &no_base, zero);
-    ok = zero && !sv.check(thd) && !sv.update(thd);
+    set_var sv(thd, OPT_SESSION, var, &no_base, value);
+    ok = value && !sv.check(thd) && !sv.update(thd);
   }
-  if (!ok)
+  clear_diagnostics(thd);
+  return ok;
+}
+
+void Mariadb_store::set_no_wait_row_locks(THD *thd) {
+  /* A row lock held by someone else fails at once (HA_ERR_LOCK_WAIT_TIMEOUT, statement rolled
+     back) and the request is retried later, or queued for the lock on a session of its own. */
+  if (!set_row_lock_wait(thd, 0))
     sql_print_warning("tablesocket: cannot set innodb_lock_wait_timeout=0 for a worker; a row lock "
                       "wait will hold up the other clients of that worker");
-  clear_diagnostics(thd);
 }
 
 Mariadb_store::~Mariadb_store() {
+  for (auto &job : lane_jobs_) {
+    lane_cancel(*job);
+    if (job->thread.joinable()) job->thread.join();
+  }
+  lane_jobs_.clear();
   if (thd_) {
     end_batch();
     bool lost;
@@ -1388,9 +1398,11 @@ bool wait_for_server_start(const std::atomic<bool> &stop) {
 std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name, const char *charset,
                                           unsigned privilege_check_interval_ms, uint64_t max_batch_rows,
                                           bool commit_overlap, unsigned ddl_check_interval_ms,
-                                          unsigned lock_wait_timeout_ms) {
+                                          unsigned lock_wait_timeout_ms, unsigned lock_queue_after_ms,
+                                          unsigned lock_queue_sessions) {
   auto st = std::make_unique<Mariadb_store>(counters, privilege_check_interval_ms, max_batch_rows, commit_overlap,
-                                            ddl_check_interval_ms, lock_wait_timeout_ms);
+                                            ddl_check_interval_ms, lock_wait_timeout_ms, lock_queue_after_ms,
+                                            lock_queue_sessions);
   if (!st->attach(thread_name, charset)) return nullptr;  // attach() logged why
   return st;
 }

@@ -134,13 +134,59 @@ class Commit_thread {
   std::string name_;
 };
 
+/* A request handed to the lock queue: a copy of it (its bytes owned here), the session that runs
+   it (its own thread and store), and its outcome. */
+struct Lane_job {
+  const void *requester = nullptr;
+  uint64_t fp = 0;
+  uint8_t kind = 0;  // Mariadb_store::Lane_kind
+  std::string db, table, index, columns, filter_columns;
+  bool unique_on_first_column = false;
+  Principal *principal = nullptr;  // the requester's; it stays parked (and alive) until the job ends
+  std::deque<std::string> bytes;   // what the Datums below point into
+  std::vector<Datum> keys, in_values, values;
+  std::vector<Filter> filters;
+  Find_request req;
+  Modify_request mod;
+  bool upsert = false;
+  Kv_layout layout;
+  Kv_request kv;
+  uint64_t deadline_ms = 0;  // the request's tablesocket_lock_wait_timeout ends then
+  int notify_fd = -1;
+  /* The outcome, written by the job's thread before done. */
+  Store_errc errc = Store_errc::ok;
+  int handler_error = 0;
+  std::string message;
+  uint64_t modified = 0;
+  Insert_result insert_result;
+  Kv_result kv_result;
+  Counters counters;  // the job's store counts here; added to the worker's with the outcome
+  std::thread thread;
+  std::mutex m;
+  THD *thd = nullptr;  // the job's batch THD while it runs (m), for lane_cancel()
+  bool cancel = false;  // (m)
+  std::atomic<bool> done{false};
+
+  Datum own(const Datum &d) {
+    if (d.is_null()) return Datum{};
+    bytes.emplace_back(d.ptr, d.len);
+    return Datum{bytes.back().data(), d.len};
+  }
+};
+
 class Mariadb_store final : public Store {
  public:
   Mariadb_store(Counters &c, unsigned privilege_check_interval_ms, uint64_t max_batch_rows, bool commit_overlap,
-                unsigned ddl_check_interval_ms, unsigned lock_wait_timeout_ms)
+                unsigned ddl_check_interval_ms, unsigned lock_wait_timeout_ms, unsigned lock_queue_after_ms = 0,
+                unsigned lock_queue_sessions = 0)
       : counters_(c), privilege_check_interval_ms_(privilege_check_interval_ms), max_batch_rows_(max_batch_rows),
         yield_backoff_ms_(2 * uint64_t(ddl_check_interval_ms) + 5), commit_overlap_(commit_overlap),
-        commit_lock_wait_s_(std::max(1u, (lock_wait_timeout_ms + 999) / 1000)) {}
+        commit_lock_wait_s_(std::max(1u, (lock_wait_timeout_ms + 999) / 1000)) {
+    ddl_check_interval_ms_ = ddl_check_interval_ms;
+    lock_wait_timeout_ms_ = lock_wait_timeout_ms;
+    lock_queue_after_ms_ = lock_queue_after_ms;
+    lock_queue_sessions_ = lock_queue_sessions;
+  }
   ~Mariadb_store() override;
   /* Attaches new THDs to the calling thread (and starts the commit thread); false (logged) if
      that fails. */
@@ -173,6 +219,8 @@ class Mariadb_store final : public Store {
   bool commit_waits_for_lock() const override { return in_flight_ && committer_->lock_waiting(); }
   void abort_commit_wait() override { if (in_flight_) committer_->abort_lock_wait(); }
   uint64_t writes_refused_closed() const override { return writes_refused_closed_; }
+  void set_requester(const void *who) override { requester_ = who; }
+  void forget_requester(const void *who) override;
 
  protected:
   void release_slot(uint32_t slot) override;
@@ -225,6 +273,8 @@ class Mariadb_store final : public Store {
                                 bool upsert);
  private:
   static void warn_rollback_on_timeout(THD *thd);
+  /* SET SESSION innodb_lock_wait_timeout = seconds for thd (0: a locked row fails at once). */
+  static bool set_row_lock_wait(THD *thd, unsigned seconds);
   static void set_no_wait_row_locks(THD *thd);
   void clear_diagnostics() { clear_diagnostics(thd_); }
   static void clear_diagnostics(THD *thd);
@@ -286,6 +336,51 @@ class Mariadb_store final : public Store {
   std::string kv_current_value(TABLE *t, const Open_index &idx, const Kv_layout &layout);
   Store_status kv_set_row(TABLE *t, const Open_index &idx, const Kv_layout &layout, const Kv_request &req,
                           std::string_view value, bool exists_physically);
+
+  /* ---- the lock queue (mariadb_store_lane.cc) ---- */
+  /* A write call as the worker's store was asked it (what Store::set_requester describes). */
+  enum class Lane_kind : uint8_t { insert, modify, kv };
+  struct Lane_call {
+    Lane_kind kind;
+    Open_index *idx;
+    const Datum *values = nullptr;  // insert
+    uint32_t nvalues = 0;
+    bool upsert = false;
+    const Find_request *req = nullptr;  // modify
+    const Modify_request *mod = nullptr;
+    const Kv_layout *layout = nullptr;  // kv
+    const Kv_request *kv = nullptr;
+    /* Where the outcome goes. */
+    uint64_t *modified = nullptr;
+    Insert_result *insert_result = nullptr;
+    Kv_result *kv_result = nullptr;
+  };
+  /* The requester's queued request, if this call is it: true with *st its outcome, or lock_queued
+     while it still waits. */
+  bool lane_answer(const Lane_call &call, Store_status *st);
+  /* After the worker tried the call itself: a row lock the requester has met for
+     lock_queue_after_ms_ hands the request to a lock-queue session (lock_queued). */
+  Store_status after_attempt(const Lane_call &call, Store_status st);
+  bool lane_submit(const Lane_call &call, uint64_t fp, uint64_t since_ms);
+  static uint64_t fingerprint(const Lane_call &call, uint32_t slot);
+  /* Runs on the job's own thread: the request on a store of its own, waiting for row locks. */
+  void lane_run(Lane_job &job) const;
+  static void lane_cancel(Lane_job &job);
+  Store_status insert_here(Open_index &idx, const Datum *values, uint32_t n, bool upsert, Insert_result *result);
+  Store_status modify_here(Open_index &idx, const Find_request &req, const Modify_request &mod, Row_sink &sink,
+                           uint64_t *modified);
+  Store_status kv_write_here(Open_index &idx, const Kv_layout &layout, const Kv_request &req, Kv_result *result);
+  unsigned ddl_check_interval_ms_ = 20, lock_wait_timeout_ms_ = 50000;
+  unsigned lock_queue_after_ms_ = 0, lock_queue_sessions_ = 0;  // 0 sessions: no lock queue
+  std::string charset_;
+  const void *requester_ = nullptr;
+  struct Row_wait {
+    uint64_t fp;        // the request (fingerprint()) that met the lock
+    uint64_t since_ms;  // first met it then
+  };
+  std::unordered_map<const void *, Row_wait> row_waits_;  // by requester
+  std::vector<std::unique_ptr<Lane_job>> lane_jobs_;
+  std::string lane_message_;  // the message of the outcome lane_answer() gave last
 
   /* ---- writes (mariadb_store_write.cc) ---- */
   Store_status begin_write(Table_slot &s, const Open_index &idx);

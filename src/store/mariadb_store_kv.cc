@@ -97,8 +97,8 @@ Store_status Mariadb_store::kv_set_row(TABLE *t, const Open_index &idx, const Kv
   return r ? Store_status::of(Store_errc::handler_error, r) : Store_status{};
 }
 
-Store_status Mariadb_store::kv_write(Open_index &idx, const Kv_layout &layout, const Kv_request &req,
-                                     Kv_result *res) {
+Store_status Mariadb_store::kv_write_here(Open_index &idx, const Kv_layout &layout, const Kv_request &req,
+                                          Kv_result *res) {
   TABLE *t;
   const enum_sql_command cmd = req.op == Kv_op::remove ? SQLCOM_DELETE : SQLCOM_UPDATE;
   Store_status st = prepare_request(idx, cmd, privileges_for(cmd, nullptr, &req, false), &t);

@@ -353,8 +353,8 @@ Store_status Mariadb_store::failed_write(Table_slot &s, int handler_error) {
   return Store_status::of(Store_errc::handler_error, handler_error);
 }
 
-Store_status Mariadb_store::insert(Open_index &idx, const Datum *values, uint32_t n, bool upsert,
-                                   Insert_result *result) {
+Store_status Mariadb_store::insert_here(Open_index &idx, const Datum *values, uint32_t n, bool upsert,
+                                        Insert_result *result) {
   TABLE *t;
   Store_status st = prepare_request(idx, SQLCOM_INSERT, privileges_for(SQLCOM_INSERT, nullptr, nullptr, upsert), &t);
   if (!st.ok()) return st;
@@ -619,8 +619,8 @@ int Mariadb_store::modify_row(TABLE *t, const Open_index &idx, const Modify_requ
   return write_changed_row(t);
 }
 
-Store_status Mariadb_store::modify(Open_index &idx, const Find_request &req, const Modify_request &mod,
-                                   Row_sink &sink, uint64_t *modified) {
+Store_status Mariadb_store::modify_here(Open_index &idx, const Find_request &req, const Modify_request &mod,
+                                        Row_sink &sink, uint64_t *modified) {
   if (req.op == Find_op::merge_desc || req.op == Find_op::merge_asc) return Store_status::of(Store_errc::bad_merge);
   TABLE *t;
   const enum_sql_command cmd = mod.op == Modify_op::remove ? SQLCOM_DELETE : SQLCOM_UPDATE;

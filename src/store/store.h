@@ -22,6 +22,8 @@ enum class Store_errc : uint8_t {
   table_open_failed,      // no such table, not a base table, or the engine refused
   table_busy,             // a metadata lock is not available now: park the request and retry
   row_locked,             // a row lock is held by another transaction: park the request and retry
+  lock_queued,            // the request waits in InnoDB's lock queue on a session of its own (see
+                          // Store::set_requester): park it, without timing out, and ask again
   lock_wait_timeout,      // (set by the session) a lock stayed unavailable for lock_wait_timeout_ms
   index_not_found,        // no such index (or it was dropped by DDL)
   column_not_found,       // no such column (or it was dropped by DDL)
@@ -292,6 +294,17 @@ class Store {
      replies until the batch's commit is done, as a writer's, so no client sees a write that is
      then rolled back (a failed commit, a lost Galera certification). */
   virtual uint64_t reads_of_written_tables() const = 0;
+  /* Who the next requests are from (a connection; nullptr: nobody in particular). A write of
+     one requester that keeps meeting a row lock for tablesocket_lock_queue_after is run again on
+     a session of its own that waits in InnoDB's lock queue, as an SQL statement would (retries
+     from the worker only ever try the lock, and lose every time to SQL transactions that hand the
+     row to each other): meanwhile the store answers that requester's same call lock_queued, and
+     once that session has committed (or failed), the call gets its outcome. A requester retries
+     a parked request before anything else, so its next write call is that request. */
+  virtual void set_requester(const void *who) = 0;
+  /* The requester is gone (its connection closed): its queued request, if any, is cancelled
+     (waits at most for the commit it may be in). */
+  virtual void forget_requester(const void *who) = 0;
   /* True when the server asked this worker's thread to stop (shutdown). */
   virtual bool killed() = 0;
   virtual size_t open_table_count() const = 0;
@@ -332,7 +345,8 @@ void set_galera_writes(bool on);
 std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name,
                                           const char *charset, unsigned privilege_check_interval_ms,
                                           uint64_t max_batch_rows, bool commit_overlap,
-                                          unsigned ddl_check_interval_ms, unsigned lock_wait_timeout_ms);
+                                          unsigned ddl_check_interval_ms, unsigned lock_wait_timeout_ms,
+                                          unsigned lock_queue_after_ms, unsigned lock_queue_sessions);
 
 }  // namespace tablesocket
 #endif

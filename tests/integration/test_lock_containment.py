@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import random
 import select
+import socket
+import struct
 import threading
 import time
 
@@ -508,3 +510,151 @@ def test_pipelined_full_table_scans_hold_up_another_client_by_about_one_scan(srv
     scanner.close()
     other.close()
     srv.exec_sql(f"DROP TABLE {t}")
+
+
+# --------------------------------------------------------------------------------------------------
+# The lock queue: a write that keeps meeting a row lock waits in InnoDB's queue on a session of its own
+
+
+class _SqlHotRow:
+    """`sessions` SQL clients taking turns on one row as fast as they can: BEGIN, SELECT ... FOR
+    UPDATE, hold it `hold` s, n = n + 1, COMMIT. With two or more, one always waits in InnoDB's
+    queue, and the row goes from one to the next the moment it is committed: never free."""
+
+    def __init__(self, s, table: str, k: int, sessions: int = 3, hold: float = 0.002):
+        self.stop = threading.Event()
+        self.count = 0
+        self.errors: list[str] = []
+        self._lock = threading.Lock()
+        self._conns = [h.sql_conn(s, autocommit=False) for _ in range(sessions)]
+        self._threads = [threading.Thread(target=self._run, args=(c, table, k, hold), daemon=True)
+                         for c in self._conns]
+
+    def _run(self, conn, table, k, hold):
+        try:
+            with conn.cursor() as c:
+                while not self.stop.is_set():
+                    c.execute(f"SELECT n FROM {table} WHERE k = %s FOR UPDATE", (k,))
+                    time.sleep(hold)
+                    c.execute(f"UPDATE {table} SET n = n + 1 WHERE k = %s", (k,))
+                    conn.commit()
+                    with self._lock:
+                        self.count += 1
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            self.errors.append(repr(e))
+
+    def __enter__(self):
+        for t in self._threads:
+            t.start()
+        time.sleep(0.3)
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self._threads:
+            t.join(10)
+        for c in self._conns:
+            c.close()
+
+
+def test_a_write_gets_its_turn_on_a_row_sql_transactions_hand_to_each_other(srv):
+    """Three SQL sessions lock and update one row back to back (one commits while the next already
+    waits in InnoDB's queue, so the row is never free). A request that only retries the lock never
+    gets it: every HandlerSocket and memcached write of that row timed out after
+    tablesocket_lock_wait_timeout (50 s) while SQL went on. Queued for the lock after
+    tablesocket_lock_queue_after (20 ms), each gets the row in its turn, and no increment is lost."""
+    t = _table(srv, "lc_hot")
+    srv.exec_sql("DELETE FROM kv WHERE k = 'lc_hot'")
+    srv.exec_sql("INSERT INTO kv (k, v, flags, cas, exp) VALUES ('lc_hot', '0', 0, 1, 0)")
+    from ts_mc import McConn
+    before = h.status(srv)
+    w = h.hs_open(srv.hs_port_wr, t, "n")
+    mc = McConn(srv.mc_port)
+    try:
+        with _SqlHotRow(srv, t, 1) as hot:
+            worst = 0.0
+            for i in range(10):
+                t0 = time.monotonic()
+                assert w.request("1\t=\t1\t1\t1\t0\t+\t1\n", timeout=10.0) == b"0\t1\t1\n"
+                worst = max(worst, time.monotonic() - t0)
+            print(f"10 increments of the hot row, slowest {worst * 1e3:.0f} ms; SQL did {hot.count}")
+            assert worst < 3.0, f"an increment of the hot row took {worst:.2f} s"
+        assert not hot.errors, hot.errors
+        assert srv.sql(f"SELECT n FROM {t} WHERE k = 1") == [(str(hot.count + 10),)]
+        # memcached: incr on a row SQL sessions hand to each other the same way.
+        with _KvHotRow(srv, "lc_hot") as kvhot:
+            for i in range(5):
+                t0 = time.monotonic()
+                mc.send(b"incr lc_hot 1000\r\n")
+                line = mc.recv_line(10.0)
+                assert line.strip().isdigit(), line
+                assert time.monotonic() - t0 < 3.0
+        assert not kvhot.errors, kvhot.errors
+        assert srv.sql("SELECT v FROM kv WHERE k = 'lc_hot'") == [(str(kvhot.count + 5000),)]
+        after = h.status(srv)
+        assert after["tablesocket_lock_queued"] >= before["tablesocket_lock_queued"] + 1
+        # Nothing is left waiting: the queue's sessions are gone once their requests are answered.
+        assert srv.sql("SELECT COUNT(*) FROM information_schema.processlist "
+                       "WHERE state = 'tablesocket lock queue'") == [("0",)]
+    finally:
+        w.close()
+        mc.close()
+
+
+class _KvHotRow(_SqlHotRow):
+    """The same on a memcached row of test.kv: v = v + 1 (v holds a number)."""
+
+    def _run(self, conn, table, k, hold):
+        try:
+            with conn.cursor() as c:
+                while not self.stop.is_set():
+                    c.execute("SELECT v FROM kv WHERE k = %s FOR UPDATE", (k,))
+                    time.sleep(hold)
+                    c.execute("UPDATE kv SET v = CAST(v AS UNSIGNED) + 1, cas = cas + 1 WHERE k = %s", (k,))
+                    conn.commit()
+                    with self._lock:
+                        self.count += 1
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            self.errors.append(repr(e))
+
+    def __init__(self, s, k: str):
+        super().__init__(s, "kv", k)
+
+
+def test_a_queued_write_whose_connection_is_reset_is_cancelled(srv):
+    """A write waiting in InnoDB's lock queue for a row SQL holds: its connection is reset (RST);
+    the queued write is cancelled (nothing written after SQL commits), and the worker goes on. (A
+    client that merely closes its end is noticed once its request is answered, as an SQL server
+    notices a client gone only after the statement that waited for a lock ends.)"""
+    t = _table(srv, "lc_gone")
+    sql = h.sql_conn(srv, autocommit=False)
+    w = h.hs_open(srv.hs_port_wr, t, "v")
+    other = h.hs_open(srv.hs_port_wr, t, "v")
+    try:
+        with sql.cursor() as c:
+            c.execute("BEGIN")
+            c.execute(f"SELECT * FROM {t} WHERE k = 1 FOR UPDATE")
+        q0 = h.status(srv)["tablesocket_lock_queued"]
+        w.send("1\t=\t1\t1\t1\t0\tU\tfrom a client that left\n")
+        deadline = time.monotonic() + 5
+        while h.status(srv)["tablesocket_lock_queued"] == q0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert h.status(srv)["tablesocket_lock_queued"] == q0 + 1, "the write was not queued for the lock"
+        assert srv.sql("SELECT COUNT(*) FROM information_schema.processlist "
+                       "WHERE state = 'tablesocket lock queue'") == [("1",)]
+        w.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        w.close()  # a reset
+        t0 = time.monotonic()
+        assert other.request("1\t=\t1\t2\t1\t0\tU\tother\n") == b"0\t1\t1\n"
+        assert time.monotonic() - t0 < REPLY_BOUND
+        deadline = time.monotonic() + 5
+        while srv.sql("SELECT COUNT(*) FROM information_schema.processlist "
+                      "WHERE state = 'tablesocket lock queue'") != [("0",)]:
+            assert time.monotonic() < deadline, "the queued write's session is still there"
+            time.sleep(0.05)
+        sql.commit()
+        time.sleep(0.3)
+        assert srv.sql(f"SELECT v FROM {t} WHERE k IN (1, 2) ORDER BY k") == [("v1",), ("other",)]
+    finally:
+        other.close()
+        sql.close()
