@@ -1280,6 +1280,7 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
   /* Modifying rows of the index being walked could revisit them: collect positions first then. */
   const bool deferred = mod && (mod->op != Modify_op::remove ? halloween_risk(t, idx, *mod) : deletes_lose_place(t));
   refs_.clear();
+  std::unordered_set<std::string> in_rows;  // deferred with an IN list: the rows found so far
   const key_part_map kpm = (key_part_map(1) << req.nkeys) - 1;
   const uint64_t limit = req.limit ? req.limit : 1;
   uint64_t skip = req.offset, hits = 0, modified = 0;
@@ -1326,6 +1327,15 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
       int fr = req.nfilters ? check_filters(t, idx, req) : 0;
       if (fr < 0) break;
       if (fr > 0) continue;
+      if (deferred) {
+        h->position(rec);
+        /* Two IN values can find the same row (a repeated value; `<=` bounds landing on one row):
+           it is changed once, as SQL's UPDATE ... WHERE c IN (...) changes it. Changed twice, the
+           second change found the row gone (its key had moved: `1 1 120`) or changed it again.
+           HandlerSocket, which looks each value up after the previous change, does not find it
+           again either. */
+        if (req.has_in && !in_rows.emplace(reinterpret_cast<const char *>(h->ref), h->ref_length).second) continue;
+      }
       if (skip) { --skip; continue; }
       ++hits;
       if (sink) {
@@ -1334,7 +1344,6 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
       }
       if (mod) {
         if (deferred) {
-          h->position(rec);
           refs_.insert(refs_.end(), h->ref, h->ref + h->ref_length);
         } else {
           mr = modify_row(t, idx, *mod);

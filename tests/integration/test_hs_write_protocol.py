@@ -416,6 +416,14 @@ class TestFindModify:
         assert dump(server, fm) == fm_rows(r2=(20, "IN", 2), r4=(40, "IN", 4), r5=(50, "IN2", 5),
                                            r6=(60, "IN2", 6))
 
+    def test_in_values_that_find_one_row_change_it_once_when_the_change_moves_its_key(self, server, fm, fw):
+        # A repeated IN value finds row 3 twice; the change moves it on the index walked (its
+        # primary key; its k on index k): it is changed once. tablesocket answered `1 1 120` for
+        # the first (the second change looked for the row at its old key) and added twice.
+        assert fw.request("1\t=\t1\t0\t10\t0\t@\t0\t2\t3\t3\tU\t33\t30\tv3\t3\n") == b"0\t1\t1\n"
+        assert fw.request("3\t=\t1\t0\t10\t0\t@\t0\t3\t40\t40\t40\t+\t5\n") == b"0\t1\t1\n"
+        assert dump(server, fm) == [r for r in fm_rows(r3=None, r4=(45, "v4", 4))] + [("33", "30", "v3", "3")]
+
     def test_update_with_filters(self, server, fm, fw):
         assert fw.request("2\t>=\t1\t1\t10\t0\tF\t>\t0\t60\tU\tF\n") == b"0\t1\t2\n"
         assert fw.request("2\t>=\t1\t1\t10\t0\tW\t<\t0\t30\tU\tW\n") == b"0\t1\t2\n"
