@@ -299,6 +299,22 @@ class TestStrictConversion:
         assert w.request("1\t+\t4\t3\t\t1\t2024-01-01\n") == b"0\t1\n"
         assert dump(server, t)[2] == ("3", "", "1", "2024-01-01")
 
+    def test_null_for_a_not_null_column_in_an_update_is_what_sql_update_does(self, server, hs, make_table):
+        # Strict: an error, as SQL's UPDATE. Not strict: the column's implicit default ('' / 0) with
+        # a warning, as SQL's UPDATE (an insert of NULL fails in both modes, as SQL's one-row
+        # INSERT does). Before, the update failed in both.
+        t = make_table("id int primary key, s varchar(10) not null, i int not null")
+        server.exec_sql(f"INSERT INTO {t} VALUES (1, 'a', 1), (2, 'b', 2)")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "s,i")
+        assert w.request("1\t=\t1\t1\t1\t0\tU\t\x00\t5\n") == b"1\t1\tColumn 's' cannot be null\n"
+        server.exec_sql("SET GLOBAL sql_mode = ''")
+        assert w.request("1\t=\t1\t1\t1\t0\tU\t\x00\t\x00\n") == b"0\t1\t1\n"
+        assert w.request("1\t+\t2\t\x00\t3\n") == b"1\t1\tColumn 's' cannot be null\n"
+        server.exec_sql(f"UPDATE {t} SET s = NULL, i = NULL WHERE id = 2")
+        server.exec_sql("SET GLOBAL sql_mode = %s", (STRICT,))
+        assert dump(server, t) == [("1", "", "0"), ("2", "", "0")]
+
     def test_sql_mode_is_read_at_every_batch(self, server, hs, make_table):
         t = make_table("id int primary key, i int")
         w = hs(wr=True)
