@@ -298,10 +298,26 @@ void Worker::read_plain(Connection &c) {
     if (n == 0) { c.read_closed = true; break; }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-    close_connection(c);
+    peer_reset(c);
     return;
   }
   if (!c.in.empty() || c.read_closed) mark_pending(c);
+}
+
+void Worker::peer_reset(Connection &c) {
+  if (c.dead) return;
+  /* A request waiting for a lock is given up (nobody will hear its answer; a write queued for a
+     row lock is cancelled), and with it what came after it. */
+  if (c.in.empty() || !c.session || c.tls || parked(c)) {
+    close_connection(c);
+    return;
+  }
+  c.read_closed = true;
+  c.peer_gone = true;
+  c.out.clear();
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);  // its error would be reported every loop
+  c.registered = 0;
+  mark_pending(c);
 }
 
 void Worker::read_input_unsettled(Connection &c) {
@@ -467,6 +483,10 @@ void Worker::flush_output(Connection &c) {
 }
 
 bool Worker::send_plain(Connection &c) {
+  if (c.peer_gone) {
+    c.out.clear();
+    return true;
+  }
   while (!c.out.empty()) {
     ssize_t n = ::send(c.fd.get(), c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
@@ -476,8 +496,8 @@ bool Worker::send_plain(Connection &c) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    close_connection(c);
-    return false;
+    peer_reset(c);
+    return !c.dead;
   }
   return true;
 }
@@ -503,7 +523,7 @@ bool Worker::send_tls(Connection &c) {
 }
 
 void Worker::update_interest(Connection &c) {
-  if (c.dead) return;
+  if (c.dead || c.peer_gone) return;
   uint32_t want;
   if (c.transport == Transport::tls_handshake) {
     /* Only what the handshake waits for (no EPOLLRDHUP: a half-closed peer would report it again
@@ -780,8 +800,14 @@ void Worker::serve(Store &store) {
       Connection &c = *static_cast<Connection *>(ev.data.ptr);
       if (c.dead) continue;
       if (ev.events & EPOLLERR) {
-        if (c.transport == Transport::tls_handshake) tls_handshake_failed(c, socket_error(c.fd.get()));
-        else close_connection(c);
+        if (c.transport == Transport::tls_handshake) {
+          tls_handshake_failed(c, socket_error(c.fd.get()));
+        } else if (c.transport == Transport::plain && !c.tls && c.session && !parked(c)) {
+          read_plain(c);  // what arrived before the reset is still there to read
+          if (!c.dead && !c.peer_gone) peer_reset(c);
+        } else {
+          close_connection(c);
+        }
         continue;
       }
       if (c.tls) { tls_event(c, ev.events); continue; }

@@ -52,6 +52,7 @@ struct Connection {
   bool tls_wants_write = false;    // the handshake or SSL_read waits until the socket is writable
   bool tls_write_wants_read = false;  // SSL_write waits until the socket is readable
   bool read_closed = false;    // peer sent EOF
+  bool peer_gone = false;      // reset (or a send failed): requests it sent still run, replies go nowhere
   bool close_after_flush = false;
   bool dead = false;           // closed; freed at the end of the loop iteration
   bool pending = false;        // in the worker's pending list
@@ -107,6 +108,10 @@ class Worker {
   void unmark_pending(Connection &c);  // takes c off the pending list
   size_t input_cap() const;
   void close_connection(Connection &c);
+  /* A plaintext peer reset the connection (or a send to it failed): what it sent before still runs,
+     as after its EOF (memcached's noreply writes, a pipeline's tail), with the replies discarded;
+     closed once that input is used up. Nothing buffered: closed now. */
+  void peer_reset(Connection &c);
   /* After its batch (or the commit it waited for): flush, close if finished, read what waited. */
   void settle(Connection &c);
   /* Ends the store's batch (hands its commit off, or commits it) unless it wrote and the previous

@@ -781,14 +781,7 @@ Store_status Mc_session::flush_container(int64_t expire_at, bool *needs_expiry) 
   fr.nkeys = 1;
   fr.limit = UINT32_MAX;
   uint64_t n = 0;
-  struct Null_sink final : Row_sink {
-    void begin(size_t) override {}
-    void value(const char *, size_t) override {}
-    void null() override {}
-    void end() override {}
-    void cancel() override {}
-    bool would_overflow() const override { return false; }
-  } sink;
+  Discard_rows sink;
   if (expire_at > 0) {
     const Kv_layout &l = oc->def.layout;
     if (l.expiry < 0) {

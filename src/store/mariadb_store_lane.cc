@@ -23,17 +23,6 @@
 namespace tablesocket {
 namespace {
 
-/* modify() without returns_rows sends no rows. */
-class No_rows final : public Row_sink {
- public:
-  void begin(size_t) override {}
-  void value(const char *, size_t) override {}
-  void null() override {}
-  void end() override {}
-  void cancel() override {}
-  bool would_overflow() const override { return false; }
-};
-
 struct Fnv {
   uint64_t h = 1469598103934665603ull;
   void bytes(const void *p, size_t n) {
@@ -335,7 +324,7 @@ void Mariadb_store::lane_run(Lane_job &job) const {
             st = lane.insert_here(idx, job.values.data(), uint32_t(job.values.size()), job.upsert, &job.insert_result);
             break;
           case Lane_kind::modify: {
-            No_rows none;
+            Discard_rows none;  // modify() without returns_rows sends no rows
             job.modified = 0;
             st = lane.modify_here(idx, job.req, job.mod, none, &job.modified);
             break;

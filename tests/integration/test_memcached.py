@@ -1568,3 +1568,23 @@ def test_touch_and_invalidate_keep_on_update_columns_current(ts, tsmc, make_tabl
     c.request(f"md @@{name}.b I T100\r\n", b"HD\r\n")
     rows = ts.sql(f"SELECT k, changed > '2001-01-01', e > 0 FROM test.{t} ORDER BY k")
     assert rows == [("a", "1", "1"), ("b", "1", "1")], rows
+
+
+def test_noreply_writes_sent_before_a_reset_are_all_stored(ts, key):
+    """500 `set ... noreply` in one write, then the connection reset (SO_LINGER 0): every set the
+    server received runs, as memcached runs them (and as after a plain close). Before, the worker
+    dropped what its first batch (256 requests) had not reached when the reset was reported."""
+    import socket as socketlib
+    import struct
+    prefix = key("rst")
+    s = socketlib.create_connection(("127.0.0.1", ts.mc_port))
+    s.sendall(b"".join(b"set %s:%d 0 0 3 noreply\r\nabc\r\n" % (prefix.encode(), i) for i in range(500)))
+    s.setsockopt(socketlib.SOL_SOCKET, socketlib.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+    deadline = time.monotonic() + 5
+    while True:
+        (n,), = ts.sql("SELECT COUNT(*) FROM kv WHERE k LIKE %s", (prefix + ":%",))
+        if int(n) == 500 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert int(n) == 500, f"{n} of 500 sets sent before the reset were stored"
