@@ -506,7 +506,8 @@ class TestLimits:
 
 class TestAnonymousAccount:
     @pytest.fixture(scope="class")
-    def mapped(self):
+    @classmethod
+    def mapped(cls):
         s = MariaDBServer("tablesocket", name="anon", extra_args=[
             f"--tablesocket-privilege-check-interval={INTERVAL_MS}", "--tablesocket-require-auth=ON",
             "--tablesocket-anonymous-account='legacy'@'%'"])
@@ -556,7 +557,8 @@ class TestUnrestrictedByDefault:
 
 class TestMemcachedAuth:
     @pytest.fixture(scope="class")
-    def mcsrv(self, tmp_path_factory):
+    @classmethod
+    def mcsrv(cls, tmp_path_factory):
         sock = str(tmp_path_factory.mktemp("mcsock") / "mc.sock")
         s = MariaDBServer("tablesocket", name="mcauth", extra_args=[
             f"--tablesocket-privilege-check-interval={INTERVAL_MS}", "--tablesocket-require-auth=ON",
@@ -709,7 +711,8 @@ class TLSConn(HSConn):
 
 class TestTLSAccounts:
     @pytest.fixture(scope="class")
-    def tsrv(self, tmp_path_factory):
+    @classmethod
+    def tsrv(cls, tmp_path_factory):
         certs = make_certs(tmp_path_factory.mktemp("certs"))
         s = MariaDBServer("tablesocket", name="tlsacct", extra_args=[
             f"--tablesocket-privilege-check-interval={INTERVAL_MS}", "--tablesocket-require-auth=ON",
