@@ -832,6 +832,7 @@ void Commit_thread::run() {
 }
 
 void Mariadb_store::yield_to_ddl() {
+  if (!lane_jobs_.empty()) reap_lanes();
   /* A table's metadata lock is released only once a commit that may have written it is done:
      for DDL the worker waits for the commit (close_slot); a table merely unused is closed on a
      later call rather than wait. A table the open batch wrote (a batch carried over while the

@@ -366,6 +366,7 @@ class Mariadb_store final : public Store {
   /* Runs on the job's own thread: the request on a store of its own, waiting for row locks. */
   void lane_run(Lane_job &job) const;
   static void lane_cancel(Lane_job &job);
+  void reap_lanes();
   Store_status insert_here(Open_index &idx, const Datum *values, uint32_t n, bool upsert, Insert_result *result);
   Store_status modify_here(Open_index &idx, const Find_request &req, const Modify_request &mod, Row_sink &sink,
                            uint64_t *modified);

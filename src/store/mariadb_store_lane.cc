@@ -148,7 +148,7 @@ bool Mariadb_store::lane_answer(const Lane_call &call, Store_status *st) {
     *st = Store_status::of(Store_errc::lock_queued);
     return true;
   }
-  job.thread.join();
+  if (job.thread.joinable()) job.thread.join();
   add_counters(counters_, job.counters);
   if (!same) {  // its requester moved on without it (a best-effort write that does not wait)
     lane_jobs_.erase(it);
@@ -183,9 +183,12 @@ Store_status Mariadb_store::after_attempt(const Lane_call &call, Store_status st
   Row_wait &w = ins.first->second;
   if (!ins.second && w.fp != fp) w = Row_wait{fp, now};
   if (now - w.since_ms < lock_queue_after_ms_) return st;
-  if (lane_jobs_.size() >= lock_queue_sessions_) return st;  // the worker goes on trying it
-  for (const auto &j : lane_jobs_)
+  size_t running = 0;
+  for (const auto &j : lane_jobs_) {
     if (j->requester == requester_) return st;
+    running += !j->done.load(std::memory_order_acquire);
+  }
+  if (running >= lock_queue_sessions_) return st;  // the worker goes on trying it
   if (!lane_submit(call, fp, w.since_ms)) return st;
   counters_.add(counters_.lock_queued);
   return Store_status::of(Store_errc::lock_queued);
@@ -248,6 +251,15 @@ bool Mariadb_store::lane_submit(const Lane_call &call, uint64_t fp, uint64_t sin
   }
   lane_jobs_.push_back(std::move(job));
   return true;
+}
+
+void Mariadb_store::reap_lanes() {
+  /* A job whose requester has not asked again yet keeps its outcome; its thread is joined now
+     (its stack freed). One the requester will never ask for (its request took another path once
+     the job's write was in: a memcached mg N that now finds the item) goes with its next write or
+     its connection. */
+  for (auto &job : lane_jobs_)
+    if (job->done.load(std::memory_order_acquire) && job->thread.joinable()) job->thread.join();
 }
 
 void Mariadb_store::lane_cancel(Lane_job &job) {
