@@ -820,6 +820,12 @@ void Worker::serve(Store &store) {
       if (!c.dead && (c.tls || (c.out.empty() && (c.registered & EPOLLOUT)))) update_interest(c);
     }
 
+    /* A write queued for a row lock has its outcome: its connection asks again now, not at its
+       next retry (up to 8 ms later). */
+    if (store.take_queue_results())
+      for (Connection *c : pending_)
+        if (parked(*c)) c->retry_at_ms = 0;
+
     /* One batch: every connection with complete input runs its requests; one commit for all. */
     if (!pending_.empty()) {
       batch_.swap(pending_);

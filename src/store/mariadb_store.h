@@ -221,6 +221,9 @@ class Mariadb_store final : public Store {
   uint64_t writes_refused_closed() const override { return writes_refused_closed_; }
   void set_requester(const void *who) override { requester_ = who; }
   void forget_requester(const void *who) override;
+  bool take_queue_results() override {
+    return lane_finished_.load(std::memory_order_relaxed) && lane_finished_.exchange(false, std::memory_order_acquire);
+  }
 
  protected:
   void release_slot(uint32_t slot) override;
@@ -382,6 +385,7 @@ class Mariadb_store final : public Store {
   std::unordered_map<const void *, Row_wait> row_waits_;  // by requester
   std::vector<std::unique_ptr<Lane_job>> lane_jobs_;
   std::string lane_message_;  // the message of the outcome lane_answer() gave last
+  mutable std::atomic<bool> lane_finished_{false};  // set by a job's thread (lane_run) when its outcome is there
 
   /* ---- writes (mariadb_store_write.cc) ---- */
   Store_status begin_write(Table_slot &s, const Open_index &idx);

@@ -375,6 +375,7 @@ void Mariadb_store::lane_run(Lane_job &job) const {
   job.message = std::move(message);
   const int fd = job.notify_fd;
   job.done.store(true, std::memory_order_release);
+  lane_finished_.store(true, std::memory_order_release);
   if (fd >= 0) {
     uint64_t one = 1;
     (void)!::write(fd, &one, sizeof one);

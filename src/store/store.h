@@ -316,6 +316,9 @@ class Store {
   /* The requester is gone (its connection closed): its queued request, if any, is cancelled
      (waits at most for the commit it may be in). */
   virtual void forget_requester(const void *who) = 0;
+  /* True (once) when a queued request's outcome has arrived since the last call: its requester,
+     parked, may ask again now rather than at its next retry. */
+  virtual bool take_queue_results() = 0;
   /* True when the server asked this worker's thread to stop (shutdown). */
   virtual bool killed() = 0;
   virtual size_t open_table_count() const = 0;
