@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <ctime>
 
 namespace tablesocket {
 namespace {
@@ -342,6 +343,7 @@ void Mariadb_store::lane_run(Lane_job &job) const {
             break;
           }
           case Lane_kind::kv:
+            if (job.kv.now) job.kv.now = int64_t(time(nullptr));  // expiry as of this attempt, not the first
             st = lane.kv_write_here(idx, job.layout, job.kv, &job.kv_result);
             break;
         }
