@@ -518,25 +518,29 @@ def test_pipelined_full_table_scans_hold_up_another_client_by_about_one_scan(srv
 
 class _SqlHotRow:
     """`sessions` SQL clients taking turns on one row as fast as they can: BEGIN, SELECT ... FOR
-    UPDATE, hold it `hold` s, n = n + 1, COMMIT. With two or more, one always waits in InnoDB's
-    queue, and the row goes from one to the next the moment it is committed: never free."""
+    UPDATE, hold it `hold` s, n = n + 1 (or the `bump` statement given), COMMIT. With two or more,
+    one always waits in InnoDB's queue, and the row goes from one to the next the moment it is
+    committed: never free."""
 
-    def __init__(self, s, table: str, k: int, sessions: int = 3, hold: float = 0.002):
+    def __init__(self, s, table: str, k, sessions: int = 3, hold: float = 0.002, col: str = "k",
+                 bump: str = "n = n + 1"):
         self.stop = threading.Event()
         self.count = 0
         self.errors: list[str] = []
         self._lock = threading.Lock()
         self._conns = [h.sql_conn(s, autocommit=False) for _ in range(sessions)]
-        self._threads = [threading.Thread(target=self._run, args=(c, table, k, hold), daemon=True)
+        lock_sql = f"SELECT 1 FROM {table} WHERE {col} = %s FOR UPDATE"
+        bump_sql = f"UPDATE {table} SET {bump} WHERE {col} = %s"
+        self._threads = [threading.Thread(target=self._run, args=(c, lock_sql, bump_sql, k, hold), daemon=True)
                          for c in self._conns]
 
-    def _run(self, conn, table, k, hold):
+    def _run(self, conn, lock_sql, bump_sql, k, hold):
         try:
             with conn.cursor() as c:
                 while not self.stop.is_set():
-                    c.execute(f"SELECT n FROM {table} WHERE k = %s FOR UPDATE", (k,))
+                    c.execute(lock_sql, (k,))
                     time.sleep(hold)
-                    c.execute(f"UPDATE {table} SET n = n + 1 WHERE k = %s", (k,))
+                    c.execute(bump_sql, (k,))
                     conn.commit()
                     with self._lock:
                         self.count += 1
@@ -582,7 +586,7 @@ def test_a_write_gets_its_turn_on_a_row_sql_transactions_hand_to_each_other(srv)
         assert not hot.errors, hot.errors
         assert srv.sql(f"SELECT n FROM {t} WHERE k = 1") == [(str(hot.count + 10),)]
         # memcached: incr on a row SQL sessions hand to each other the same way.
-        with _KvHotRow(srv, "lc_hot") as kvhot:
+        with _SqlHotRow(srv, "kv", "lc_hot", bump="v = CAST(v AS UNSIGNED) + 1, cas = cas + 1") as kvhot:
             for i in range(5):
                 t0 = time.monotonic()
                 mc.send(b"incr lc_hot 1000\r\n")
@@ -599,26 +603,6 @@ def test_a_write_gets_its_turn_on_a_row_sql_transactions_hand_to_each_other(srv)
     finally:
         w.close()
         mc.close()
-
-
-class _KvHotRow(_SqlHotRow):
-    """The same on a memcached row of test.kv: v = v + 1 (v holds a number)."""
-
-    def _run(self, conn, table, k, hold):
-        try:
-            with conn.cursor() as c:
-                while not self.stop.is_set():
-                    c.execute("SELECT v FROM kv WHERE k = %s FOR UPDATE", (k,))
-                    time.sleep(hold)
-                    c.execute("UPDATE kv SET v = CAST(v AS UNSIGNED) + 1, cas = cas + 1 WHERE k = %s", (k,))
-                    conn.commit()
-                    with self._lock:
-                        self.count += 1
-        except Exception as e:  # noqa: BLE001 - reported by the test
-            self.errors.append(repr(e))
-
-    def __init__(self, s, k: str):
-        super().__init__(s, "kv", k)
 
 
 def test_a_queued_write_whose_connection_is_reset_is_cancelled(srv):
