@@ -426,6 +426,7 @@ std::string Mc_session::error_message(const Store_status &st) {
     case Store_errc::lock_queued:
     case Store_errc::lock_wait_timeout: msg = "lock wait timeout"; break;
     case Store_errc::server_read_only: msg = "server is read-only"; break;
+    case Store_errc::server_shutdown: msg = "server shutdown in progress"; break;
     case Store_errc::lock_failed:
       msg = st.message.empty() ? std::string("cannot lock the table") : "cannot lock the table: " + std::string(st.message);
       break;

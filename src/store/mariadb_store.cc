@@ -602,6 +602,12 @@ bool Mariadb_store::commit_thd(THD *thd, bool wrote, MDL_ticket *const backup_lo
 }
 
 Store_status Mariadb_store::lock_failed() {
+  /* The server is shutting down (our THDs were killed): say so, rather than blame the table. */
+  const killed_state k = thd_->killed;
+  if (k >= KILL_SYSTEM_THREAD && k <= KILL_SERVER_HARD) {
+    clear_diagnostics();
+    return Store_status::of(Store_errc::server_shutdown);
+  }
   /* The server's reason (e.g. "Table 't' is read only" under innodb_read_only), for the clients
      whose protocol can carry it; HandlerSocket's answer stays its own "lock_tables". */
   last_error_ = thd_->get_stmt_da()->is_error() ? thd_->get_stmt_da()->message() : "cannot lock the table";
