@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -672,6 +673,27 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
       if (!owner[i]) continue;
       Store_status st = touch_row(*owner[i], items_[i].key, expiry);
       if (!st.ok()) return server_error(st, out, false);
+    }
+    /* A touch that ends the item (an exptime already past): memcached, taking the keys one after
+       the other, returns it for the first of repeated keys only; the later ones miss. */
+    if (expiry != 0 && expiry <= int64_t(time(nullptr))) {
+      std::unordered_set<std::string> seen;
+      size_t kept = 0;
+      for (size_t i = 0; i < items_.size(); ++i) {
+        if (owner[i]) {
+          std::string id(reinterpret_cast<const char *>(&owner[i]), sizeof owner[i]);
+          id += items_[i].key;
+          if (!seen.insert(std::move(id)).second) continue;
+        }
+        if (kept != i) {
+          items_[kept] = std::move(items_[i]);
+          owner[kept] = owner[i];
+        }
+        ++kept;
+      }
+      found -= items_.size() - kept;
+      items_.resize(kept);
+      owner.resize(kept);
     }
   }
   for (auto &it : items_)

@@ -573,6 +573,19 @@ def test_gat_and_gats_return_and_touch(mc, key):
     c.request("gat\r\n", b"ERROR\r\n")
 
 
+def test_gat_that_ends_the_item_returns_it_for_the_first_of_repeated_keys_only(mc, key):
+    # memcached takes the keys one after the other: the touch with a past exptime ends the item,
+    # so a repeated key misses (tablesocket returned the item for every copy of the key).
+    c = mc()
+    k, k2 = key(), key("other")
+    c.set(k, b"v", flags=1)
+    c.set(k2, b"w", flags=2)
+    c.request(f"gat -1 {k} {k} {k2} {k}\r\n", value_reply(k, b"v", 1) + value_reply(k2, b"w", 2) + b"END\r\n")
+    c.request(f"get {k} {k2}\r\n", b"END\r\n")
+    c.set(k, b"v", flags=1)
+    c.request(f"gat 0 {k} {k}\r\n", value_reply(k, b"v", 1) * 2 + b"END\r\n")  # not ended: both
+
+
 # --------------------------------------------------------------------------------------------------
 # raw protocol: meta commands
 
