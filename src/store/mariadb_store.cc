@@ -181,8 +181,7 @@ void Mariadb_store::set_no_wait_row_locks(THD *thd) {
 
 Mariadb_store::~Mariadb_store() {
   for (auto &job : lane_jobs_) {
-    lane_cancel(*job);
-    if (job->thread.joinable()) job->thread.join();
+    lane_stop(*job);
   }
   lane_jobs_.clear();
   if (thd_) {

@@ -163,7 +163,7 @@ struct Lane_job {
   Counters counters;  // the job's store counts here; added to the worker's with the outcome
   std::thread thread;
   std::mutex m;
-  THD *thd = nullptr;  // the job's batch THD while it runs (m), for lane_cancel()
+  THD *thd = nullptr;  // the job's batch THD while it runs (m), for lane_stop()
   bool cancel = false;  // (m)
   std::atomic<bool> done{false};
 
@@ -368,7 +368,8 @@ class Mariadb_store final : public Store {
   static uint64_t fingerprint(const Lane_call &call, uint32_t slot);
   /* Runs on the job's own thread: the request on a store of its own, waiting for row locks. */
   void lane_run(Lane_job &job) const;
-  static void lane_cancel(Lane_job &job);
+  /* Cancels the job (a write already committing finishes) and waits for its thread. */
+  static void lane_stop(Lane_job &job);
   void reap_lanes();
   Store_status insert_here(Open_index &idx, const Datum *values, uint32_t n, bool upsert, Insert_result *result);
   Store_status modify_here(Open_index &idx, const Find_request &req, const Modify_request &mod, Row_sink &sink,

@@ -263,10 +263,13 @@ void Mariadb_store::reap_lanes() {
     if (job->done.load(std::memory_order_acquire) && job->thread.joinable()) job->thread.join();
 }
 
-void Mariadb_store::lane_cancel(Lane_job &job) {
-  std::lock_guard<std::mutex> g(job.m);
-  job.cancel = true;
-  if (job.thd) job.thd->awake(KILL_QUERY);  // ends its row lock wait (or its commit's lock wait)
+void Mariadb_store::lane_stop(Lane_job &job) {
+  {
+    std::lock_guard<std::mutex> g(job.m);
+    job.cancel = true;
+    if (job.thd) job.thd->awake(KILL_QUERY);  // ends its row lock wait (or its commit's lock wait)
+  }
+  if (job.thread.joinable()) job.thread.join();
 }
 
 void Mariadb_store::forget_requester(const void *who) {
@@ -279,8 +282,7 @@ void Mariadb_store::forget_requester(const void *who) {
     }
     /* Nobody is left to answer; a job already committing finishes first (its write stays, as an
        SQL client's COMMIT does when the client hangs up). */
-    lane_cancel(job);
-    if (job.thread.joinable()) job.thread.join();
+    lane_stop(job);
     add_counters(counters_, job.counters);
     it = lane_jobs_.erase(it);
   }
