@@ -383,7 +383,7 @@ Hs_session::Exec Hs_session::exec_write(Open_index &idx, const hs::Exec_request 
     Insert_result res;
     Store_status st = store_.insert(idx, r.keys, r.nkeys, r.op == hs::Exec_op::upsert, &res);
     if (!st.ok()) return reply_error(st, out);
-    wrote_in_batch = true;
+    if (!store_.write_committed()) wrote_in_batch = true;  // its reply waits for the batch's commit
     if (res.has_insert_id)
       hs::encode_number(out, 0, res.insert_id);
     else
@@ -404,7 +404,7 @@ Hs_session::Exec Hs_session::exec_write(Open_index &idx, const hs::Exec_request 
   uint64_t modified = 0;
   Store_status st = store_.modify(idx, fr, mr, sink, &modified);
   if (!st.ok()) return reply_error(st, out);
-  wrote_in_batch = true;
+  if (!store_.write_committed()) wrote_in_batch = true;
   if (!mr.returns_rows) hs::encode_number(out, 0, modified);
   return Exec::done;
 }

@@ -358,7 +358,7 @@ Store_status Mc_session::write(Open_container &oc, Kv_request &kr, Kv_result *re
   kr.max_value_size = cfg_.mc_max_value_size;
   Store_status st = store_.kv_write(oc.idx, oc.def.layout, kr, res);
   if (st.ok()) {
-    wrote_in_batch = true;
+    if (!store_.write_committed()) wrote_in_batch = true;  // its reply waits for the batch's commit
     /* A new value (or none) ends the item's stale/win state; a touch does not, nor a write that
        changed nothing (an add of an existing item, a cas that did not match, incr of a
        non-number, ...). */

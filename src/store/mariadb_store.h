@@ -221,6 +221,7 @@ class Mariadb_store final : public Store {
   uint64_t writes_refused_closed() const override { return writes_refused_closed_; }
   void set_requester(const void *who) override { requester_ = who; }
   void forget_requester(const void *who) override;
+  bool write_committed() const override { return write_committed_; }
   bool take_queue_results() override {
     return lane_finished_.load(std::memory_order_relaxed) && lane_finished_.exchange(false, std::memory_order_acquire);
   }
@@ -386,6 +387,7 @@ class Mariadb_store final : public Store {
   std::unordered_map<const void *, Row_wait> row_waits_;  // by requester
   std::vector<std::unique_ptr<Lane_job>> lane_jobs_;
   std::string lane_message_;  // the message of the outcome lane_answer() gave last
+  bool write_committed_ = false;  // the last write call's outcome came from a job that committed
   mutable std::atomic<bool> lane_finished_{false};  // set by a job's thread (lane_run) when its outcome is there
 
   /* ---- writes (mariadb_store_write.cc) ---- */

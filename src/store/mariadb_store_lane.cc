@@ -62,6 +62,7 @@ Store_status Mariadb_store::insert(Open_index &idx, const Datum *values, uint32_
   call.upsert = upsert;
   call.insert_result = result;
   Store_status st;
+  write_committed_ = false;
   if (lane_answer(call, &st)) return st;
   return after_attempt(call, insert_here(idx, values, n, upsert, result));
 }
@@ -73,6 +74,7 @@ Store_status Mariadb_store::modify(Open_index &idx, const Find_request &req, con
   call.mod = &mod;
   call.modified = modified;
   Store_status st;
+  write_committed_ = false;
   if (lane_answer(call, &st)) return st;
   return after_attempt(call, modify_here(idx, req, mod, sink, modified));
 }
@@ -84,6 +86,7 @@ Store_status Mariadb_store::kv_write(Open_index &idx, const Kv_layout &layout, c
   call.kv = &req;
   call.kv_result = result;
   Store_status st;
+  write_committed_ = false;
   if (lane_answer(call, &st)) return st;
   return after_attempt(call, kv_write_here(idx, layout, req, result));
 }
@@ -162,6 +165,7 @@ bool Mariadb_store::lane_answer(const Lane_call &call, Store_status *st) {
   }
   lane_message_ = std::move(job.message);
   *st = Store_status::of(job.errc, job.handler_error);
+  write_committed_ = st->ok();  // the job committed it (or, failing, rolled it back)
   st->message = lane_message_;
   lane_jobs_.erase(it);
   row_waits_.erase(requester_);

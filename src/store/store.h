@@ -316,6 +316,10 @@ class Store {
   /* The requester is gone (its connection closed): its queued request, if any, is cancelled
      (waits at most for the commit it may be in). */
   virtual void forget_requester(const void *who) = 0;
+  /* The outcome the last insert(), modify() or kv_write() returned is that of a queued request,
+     committed by its own session: the write is durable already and not part of the batch (its
+     reply need not wait for the batch's commit, nor be withheld if that commit fails). */
+  virtual bool write_committed() const = 0;
   /* True (once) when a queued request's outcome has arrived since the last call: its requester,
      parked, may ask again now rather than at its next retry. */
   virtual bool take_queue_results() = 0;
