@@ -649,7 +649,9 @@ void Mariadb_store::end_statements() {
 
 bool Mariadb_store::end_batch() {
   if (!in_batch_) return false;
-  const bool hand_off = can_hand_off() && !batch_lost_writes_;
+  /* Committed here instead when nobody is waiting to be served (prefer_inline_commit) and the
+     backup commit lock is free now: a BACKUP STAGE BLOCK_COMMIT must not hold the worker. */
+  const bool hand_off = can_hand_off() && !batch_lost_writes_ && !(prefer_inline_ && take_commit_lock().ok() && commit_lock_.ticket);
   /* A replicated batch: its THD takes over the written tables' locks and they are closed after the
      unlock below (see galera_take_table_locks). */
   std::vector<uint32_t> galera_close;

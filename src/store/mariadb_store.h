@@ -205,6 +205,7 @@ class Mariadb_store final : public Store {
   void end_statements() override;
   void unlock_batch_tables();
   bool batch_lost_writes() const override { return batch_lost_writes_; }
+  void prefer_inline_commit(bool yes) override { prefer_inline_ = yes; }
   bool in_batch() const override { return in_batch_; }
   bool batch_wrote() const override { return in_batch_ && batch_wrote_; }
   bool commit_in_flight() const override { return in_flight_; }
@@ -490,6 +491,7 @@ class Mariadb_store final : public Store {
   bool writes_closed_ = false;
   uint64_t writes_refused_closed_ = 0;
   bool in_flight_ = false;     // a batch's commit runs on committer_
+  bool prefer_inline_ = false; // see prefer_inline_commit()
   int notify_fd_ = -1;
   std::unique_ptr<Commit_thread> committer_;
   bool thread_inited_ = false;

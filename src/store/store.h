@@ -261,6 +261,12 @@ class Store {
      the outcome once the commit is durable; replies to the batch's writes wait for it. One commit
      is in flight at a time: reap it (waiting) before ending another batch that wrote. */
   virtual bool end_batch() = 0;
+  /* For the batches that follow: nobody waits to be served meanwhile (no reads lately), so a
+     batch that wrote is committed by the worker itself when it can take the backup commit lock at
+     once, rather than handed off: while it waits for its fsync the writers answered before it
+     send their next writes, and they all meet in the next batch (one group, about half the
+     commits and context switches of two groups taking turns). */
+  virtual void prefer_inline_commit(bool yes) = 0;
   /* After end_batch() returned false: true when the batch's commit failed, so writes already
      answered as done in this batch were rolled back. The connections that wrote in it must be
      closed unanswered. */

@@ -396,6 +396,98 @@ def test_overlap_off_commits_inline(srv_off):
     assert srv_off.sql(f"SELECT COUNT(*) FROM {t} WHERE k > 4000") == [("200",)]
 
 
+def _twenty_writes_after_a_held_commit(s, t: str, hold: float, reader: h.HSConn | None = None):
+    """A write whose commit waits for BACKUP STAGE BLOCK_COMMIT (handed off: one writer), and 20
+    depth-1 writers whose writes arrive meanwhile: they wait for that commit to end and then run
+    in one batch. Holds the backup lock for `hold` seconds after they were sent; `reader`, if
+    given, reads all along. Returns (first, writers) with their replies not yet read."""
+    first = h.hs_open(s.hs_port_wr, t, "v")
+    ws = [h.hs_open(s.hs_port_wr, t, "v") for _ in range(20)]
+    stop = threading.Event()
+    reads: list[float] = []
+
+    def read_all_along():
+        k = 0
+        while not stop.is_set():
+            k = k % 20 + 30
+            t0 = time.monotonic()
+            assert reader.request(f"1\t=\t1\t{k}\n") == f"0\t2\t{k}\tv{k}\n".encode()
+            reads.append(time.monotonic() - t0)
+
+    th = threading.Thread(target=read_all_along, daemon=True)
+    with h.backup_stage(s, "BLOCK_COMMIT"):
+        first.send("1\t=\t1\t1\t1\t0\tU\tfirst\n")
+        time.sleep(0.2)  # handed off, its commit waits for the backup lock
+        for i, w in enumerate(ws, start=2):
+            w.send(f"1\t=\t1\t{i}\t1\t0\tU\tw{i}\n")
+        if reader:
+            th.start()
+        time.sleep(hold)
+    stop.set()
+    if reader:
+        th.join(5)
+        assert reads and max(reads) <= REPLY_BOUND, max(reads)
+    return first, ws
+
+
+@pytest.mark.parametrize("with_reader", [False, True], ids=["writers-only", "with-a-reader"])
+def test_many_depth1_writers_are_committed_by_the_worker_unless_reads_are_served(srv, with_reader):
+    """Many depth-1 writers with nobody reading: the worker commits their batch itself (one
+    group; handed off, they split into two groups taking turns at the commit, half the rows per
+    fsync). While reads are served, the batch is handed off as before, so they go on during its
+    fsync."""
+    t = _table(srv, f"ov_inline_{int(with_reader)}")
+    r = h.hs_open(srv.hs_port, t, "k,v")
+    try:
+        before = h.status(srv)["tablesocket_commits_overlapped"]
+        first, ws = _twenty_writes_after_a_held_commit(srv, t, 0.3, r if with_reader else None)
+        assert first.recv_line(timeout=3.0) == b"0\t1\t1\n"
+        for w in ws:
+            assert w.recv_line(timeout=3.0) == b"0\t1\t1\n"
+        overlapped = h.status(srv)["tablesocket_commits_overlapped"] - before
+        # the held write's commit was handed off; the twenty's batch only while reads came
+        assert overlapped == (2 if with_reader else 1), overlapped
+        assert srv.sql(f"SELECT COUNT(*) FROM {t} WHERE v LIKE 'w%' OR v = 'first'") == [("21",)]
+        for c in [first, *ws]:
+            c.close()
+    finally:
+        r.close()
+
+
+def test_many_writers_under_block_commit_are_handed_off_not_committed_by_the_worker(srv_2s):
+    """The twenty writers' batch forms while BLOCK_COMMIT is still held (the first commit gave up
+    after 2 s): with nobody reading, the worker would commit it itself, but not when that means
+    waiting for the backup lock: it is handed off, and the worker goes on serving."""
+    t = _table(srv_2s, "ov_inline_held")
+    r = h.hs_open(srv_2s.hs_port, t, "k,v")
+    try:
+        before = h.status(srv_2s)["tablesocket_commits_overlapped"]
+        first = h.hs_open(srv_2s.hs_port_wr, t, "v")
+        ws = [h.hs_open(srv_2s.hs_port_wr, t, "v") for _ in range(20)]
+        with h.backup_stage(srv_2s, "BLOCK_COMMIT"):
+            first.send("1\t=\t1\t1\t1\t0\tU\tfirst\n")
+            time.sleep(0.2)
+            for i, w in enumerate(ws, start=2):
+                w.send(f"1\t=\t1\t{i}\t1\t0\tU\tw{i}\n")
+            # The first commit fails at 2 s (its writer is closed); the twenty then run, unread.
+            with pytest.raises((EOFError, ConnectionError)):
+                first.recv_line(timeout=4.0)
+            time.sleep(0.3)
+            t0 = time.monotonic()
+            assert r.request("1\t=\t1\t40\n") == b"0\t2\t40\tv40\n"
+            assert time.monotonic() - t0 <= REPLY_BOUND, "the worker waited for the backup lock"
+            for w in ws:
+                assert _no_reply(w, 0.0), "a write was answered before its commit"
+        for w in ws:
+            assert w.recv_line(timeout=3.0) == b"0\t1\t1\n"
+            w.close()
+        assert h.status(srv_2s)["tablesocket_commits_overlapped"] - before == 2
+        assert srv_2s.sql(f"SELECT COUNT(*) FROM {t} WHERE v LIKE 'w%'") == [("20",)]
+        assert srv_2s.sql(f"SELECT v FROM {t} WHERE k = 1") == [("v1",)]
+    finally:
+        r.close()
+
+
 def test_backup_stages_hold_up_writes_as_they_hold_up_sql(srv):
     """As for SQL: under BACKUP STAGE BLOCK_DDL, InnoDB writes go on (MDL_BACKUP_TRANS_DML) while
     writes to MyISAM (no online backup) wait for BACKUP STAGE END."""
