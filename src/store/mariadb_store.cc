@@ -649,9 +649,18 @@ void Mariadb_store::end_statements() {
 
 bool Mariadb_store::end_batch() {
   if (!in_batch_) return false;
-  /* Committed here instead when nobody is waiting to be served (prefer_inline_commit) and the
-     backup commit lock is free now: a BACKUP STAGE BLOCK_COMMIT must not hold the worker. */
-  const bool hand_off = can_hand_off() && !batch_lost_writes_ && !(prefer_inline_ && take_commit_lock().ok() && commit_lock_.ticket);
+  /* The backup commit lock is tried now, for the commit wherever it runs. Free: the commit takes
+     it with it, so whether it will wait for a backup (BACKUP STAGE BLOCK_COMMIT, FTWRL) is known
+     at once: when it will, the next batch takes no writes from now on (commit_waits_for_lock),
+     where before writes slipped in until the commit thread got to try the lock, and every read
+     of their rows then waited for the backup to end. Committed here instead of handed off when
+     nobody is waiting to be served (prefer_inline_commit) and the lock is ours: a backup must
+     not hold the worker. */
+  const bool can = can_hand_off() && !batch_lost_writes_;
+  const bool got = can && take_commit_lock().ok() && commit_lock_.ticket;
+  const bool here = got && prefer_inline_;
+  const bool hand_off = can && !here;
+  if (hand_off && got) thd_->backup_commit_lock = nullptr;  // the commit thread points it at its own request
   /* A replicated batch: its THD takes over the written tables' locks and they are closed after the
      unlock below (see galera_take_table_locks). */
   std::vector<uint32_t> galera_close;
@@ -690,6 +699,8 @@ bool Mariadb_store::end_batch() {
     thd_ = batch_thds_[cur_];
     attach_thd(thd_);
     in_flight_ = true;
+    /* Without the backup commit lock (a backup holds it off), the commit will wait for it. */
+    lock_expected_ = !got;
     counters_.add(counters_.commits_overlapped);
     committer_->submit(committing, backup_locks, batch_wrote_, notify_fd_);
     return true;
@@ -712,6 +723,7 @@ bool Mariadb_store::reap_commit(bool wait, bool *lost) {
   if (!wait && !committer_->done()) return false;
   *lost = committer_->wait();
   in_flight_ = false;
+  lock_expected_ = false;
   return true;
 }
 
@@ -750,7 +762,7 @@ void Commit_thread::submit(THD *thd, MDL_ticket *const backup_locks[kBackupLocks
     std::lock_guard<std::mutex> g(m_);
     thd_ = thd;
     for (int i = 0; i < kBackupLocks; ++i) backup_locks_[i] = backup_locks[i];
-    lock_settled_.store(!wrote, std::memory_order_release);
+    lock_settled_.store(!wrote || backup_locks[2], std::memory_order_release);
     wrote_ = wrote;
     notify_fd_ = notify_fd;
     busy_ = true;
@@ -802,7 +814,11 @@ void Commit_thread::run() {
     const char *refused = nullptr;
     if (wrote_) {
       MDL_REQUEST_INIT(&commit_lock, MDL_key::BACKUP, "", "", MDL_BACKUP_COMMIT, MDL_EXPLICIT);
-      if (thd->mdl_context.try_acquire_lock(&commit_lock)) {
+      if (backup_locks_[2]) {
+        /* Taken at the hand-off on this THD (Mariadb_store::end_batch): ours to use and release. */
+        commit_lock.ticket = backup_locks_[2];
+        backup_locks_[2] = nullptr;
+      } else if (thd->mdl_context.try_acquire_lock(&commit_lock)) {
         refused = "cannot take the backup commit lock";
       } else if (!commit_lock.ticket) {
         lock_waiting_.store(true, std::memory_order_relaxed);

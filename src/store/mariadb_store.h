@@ -217,7 +217,7 @@ class Mariadb_store final : public Store {
   uint64_t reads_of_written_tables() const override { return reads_of_written_; }
   bool batch_budget_spent() const override { return rows_examined_ >= max_batch_rows_ || batch_full_; }
   void close_batch_to_writes() override { if (in_batch_) writes_closed_ = true; }
-  bool commit_waits_for_lock() const override { return in_flight_ && committer_->lock_waiting(); }
+  bool commit_waits_for_lock() const override { return in_flight_ && (lock_expected_ || committer_->lock_waiting()); }
   void abort_commit_wait() override { if (in_flight_) committer_->abort_lock_wait(); }
   uint64_t writes_refused_closed() const override { return writes_refused_closed_; }
   void set_requester(const void *who) override { requester_ = who; }
@@ -492,6 +492,7 @@ class Mariadb_store final : public Store {
   uint64_t writes_refused_closed_ = 0;
   bool in_flight_ = false;     // a batch's commit runs on committer_
   bool prefer_inline_ = false; // see prefer_inline_commit()
+  bool lock_expected_ = false; // the commit in flight was handed off for want of the backup commit lock
   int notify_fd_ = -1;
   std::unique_ptr<Commit_thread> committer_;
   bool thread_inited_ = false;
