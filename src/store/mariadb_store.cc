@@ -823,8 +823,10 @@ void Commit_thread::run() {
       } else if (!commit_lock.ticket) {
         lock_waiting_.store(true, std::memory_order_relaxed);
         if (thd->mdl_context.acquire_lock(&commit_lock, double(lock_wait_s_)))
-          refused = "timed out waiting for the backup lock (BACKUP STAGE BLOCK_COMMIT or FLUSH TABLES "
-                    "WITH READ LOCK held longer than tablesocket_lock_wait_timeout)";
+          refused = thd->killed ? "the plugin stopped (UNINSTALL or shutdown) while the commit waited for the "
+                                  "backup lock (BACKUP STAGE BLOCK_COMMIT or FLUSH TABLES WITH READ LOCK)"
+                                : "timed out waiting for the backup lock (BACKUP STAGE BLOCK_COMMIT or FLUSH TABLES "
+                                  "WITH READ LOCK held longer than tablesocket_lock_wait_timeout)";
         lock_waiting_.store(false, std::memory_order_relaxed);
       }
       if (commit_lock.ticket) thd->backup_commit_lock = &commit_lock;
