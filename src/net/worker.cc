@@ -733,8 +733,7 @@ void Worker::end_batch(bool force) {
   if (store.in_batch() || !batch_writers_.empty()) {
     bool handed_off = false, lost = false;
     if (store.in_batch()) {
-      store.prefer_inline_commit(now_ms_ - last_read_ms_ > kReadsQuietMs && batch_writers_.size() >= kInlineWriters);
-      handed_off = store.end_batch();
+      handed_off = store.end_batch(now_ms_ - last_read_ms_ > kReadsQuietMs && batch_writers_.size() >= kInlineWriters);
       counters_.add(counters_.batches);
       lost = !handed_off && store.batch_lost_writes();
     }
@@ -871,7 +870,7 @@ void Worker::serve(Store &store) {
           c->session->wrote_in_batch = true;
           last_read_ms_ = now_ms_;
         } else if (!c->session->wrote_in_batch && !c->out.empty()) {
-          last_read_ms_ = now_ms_;  // answered without writing: a reader (see prefer_inline_commit)
+          last_read_ms_ = now_ms_;  // answered without writing: a reader (see kReadsQuietMs)
         }
         c->in.shrink_if_idle(1 << 16);  // when empty after a large request
         if (enforce_buffer_memory(*c)) continue;  // its replies grew past what the server may hold

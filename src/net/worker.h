@@ -169,7 +169,7 @@ class Worker {
   uint64_t now_ms_ = 0;
   /* When a request that read (rather than wrote) was last served: while reads come, a batch's
      commit is handed off so they are served during its fsync; without them the worker commits
-     itself (Store::prefer_inline_commit). */
+     itself (Store::end_batch's nobody_waiting). */
   uint64_t last_read_ms_ = 0;
   Store *store_ = nullptr;      // the worker's store, while serve() runs
   size_t unsettled_ = 0;        // connections undecided or in a TLS handshake

@@ -185,7 +185,7 @@ Mariadb_store::~Mariadb_store() {
   }
   lane_jobs_.clear();
   if (thd_) {
-    end_batch();
+    end_batch(false);
     bool lost;
     if (in_flight_) reap_commit(true, &lost);
     if (committer_) committer_->stop();
@@ -647,18 +647,17 @@ void Mariadb_store::end_statements() {
   if (writes_closed_) rows_examined_ = 0;
 }
 
-bool Mariadb_store::end_batch() {
+bool Mariadb_store::end_batch(bool nobody_waiting) {
   if (!in_batch_) return false;
   /* The backup commit lock is tried now, for the commit wherever it runs. Free: the commit takes
      it with it, so whether it will wait for a backup (BACKUP STAGE BLOCK_COMMIT, FTWRL) is known
      at once: when it will, the next batch takes no writes from now on (commit_waits_for_lock),
      where before writes slipped in until the commit thread got to try the lock, and every read
      of their rows then waited for the backup to end. Committed here instead of handed off when
-     nobody is waiting to be served (prefer_inline_commit) and the lock is ours: a backup must
-     not hold the worker. */
+     nobody is waiting to be served and the lock is ours: a backup must not hold the worker. */
   const bool can = can_hand_off() && !batch_lost_writes_;
   const bool got = can && take_commit_lock().ok() && commit_lock_.ticket;
-  const bool here = got && prefer_inline_;
+  const bool here = got && nobody_waiting;
   const bool hand_off = can && !here;
   if (hand_off && got) thd_->backup_commit_lock = nullptr;  // the commit thread points it at its own request
   /* A replicated batch: its THD takes over the written tables' locks and they are closed after the
@@ -699,8 +698,6 @@ bool Mariadb_store::end_batch() {
     thd_ = batch_thds_[cur_];
     attach_thd(thd_);
     in_flight_ = true;
-    /* Without the backup commit lock (a backup holds it off), the commit will wait for it. */
-    lock_expected_ = !got;
     counters_.add(counters_.commits_overlapped);
     committer_->submit(committing, backup_locks, batch_wrote_, notify_fd_);
     return true;
@@ -723,7 +720,6 @@ bool Mariadb_store::reap_commit(bool wait, bool *lost) {
   if (!wait && !committer_->done()) return false;
   *lost = committer_->wait();
   in_flight_ = false;
-  lock_expected_ = false;
   return true;
 }
 

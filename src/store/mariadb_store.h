@@ -109,8 +109,9 @@ class Commit_thread {
   /* The submitted commit waits for the backup lock (BACKUP STAGE BLOCK_COMMIT, FLUSH TABLES WITH
      READ LOCK): possibly for long, unlike an fsync. */
   bool lock_waiting() const { return lock_waiting_.load(std::memory_order_relaxed); }
-  /* The submitted commit holds the backup commit lock (or needs none): from here on it waits for
-     nothing another batch of the worker could hold. */
+  /* The submitted commit holds the backup commit lock (taken at the hand-off, or by the commit
+     thread), needs none, or has stopped waiting for it: from here on it waits for nothing another
+     batch of the worker could hold. */
   bool lock_settled() const { return lock_settled_.load(std::memory_order_acquire); }
   /* The worker stops (UNINSTALL SONAME): a commit waiting for the backup lock is cut short (its
      THD killed, as shutdown does; the commit fails and its writers are closed unanswered) rather
@@ -201,11 +202,10 @@ class Mariadb_store final : public Store {
                       Row_sink &sink, uint64_t *modified) override;
   Store_status kv_write(Open_index &idx, const Kv_layout &layout, const Kv_request &req,
                         Kv_result *result) override;
-  bool end_batch() override;
+  bool end_batch(bool nobody_waiting) override;
   void end_statements() override;
   void unlock_batch_tables();
   bool batch_lost_writes() const override { return batch_lost_writes_; }
-  void prefer_inline_commit(bool yes) override { prefer_inline_ = yes; }
   bool in_batch() const override { return in_batch_; }
   bool batch_wrote() const override { return in_batch_ && batch_wrote_; }
   bool commit_in_flight() const override { return in_flight_; }
@@ -217,7 +217,9 @@ class Mariadb_store final : public Store {
   uint64_t reads_of_written_tables() const override { return reads_of_written_; }
   bool batch_budget_spent() const override { return rows_examined_ >= max_batch_rows_ || batch_full_; }
   void close_batch_to_writes() override { if (in_batch_) writes_closed_ = true; }
-  bool commit_waits_for_lock() const override { return in_flight_ && (lock_expected_ || committer_->lock_waiting()); }
+  /* Until the commit thread holds the backup commit lock: one handed off without it (a backup
+     held it at the hand-off) tries it only when it runs, and then waits. */
+  bool commit_waits_for_lock() const override { return in_flight_ && !committer_->lock_settled(); }
   void abort_commit_wait() override { if (in_flight_) committer_->abort_lock_wait(); }
   uint64_t writes_refused_closed() const override { return writes_refused_closed_; }
   void set_requester(const void *who) override { requester_ = who; }
@@ -491,8 +493,6 @@ class Mariadb_store final : public Store {
   bool writes_closed_ = false;
   uint64_t writes_refused_closed_ = 0;
   bool in_flight_ = false;     // a batch's commit runs on committer_
-  bool prefer_inline_ = false; // see prefer_inline_commit()
-  bool lock_expected_ = false; // the commit in flight was handed off for want of the backup commit lock
   int notify_fd_ = -1;
   std::unique_ptr<Commit_thread> committer_;
   bool thread_inited_ = false;

@@ -358,7 +358,7 @@ void Mariadb_store::lane_run(Lane_job &job) const {
       handler_error = st.handler_error;
       message.assign(st.message.data(), st.message.size());
     }
-    lane.end_batch();  // commits (overlap off: here, durably) or ends what a failed attempt left
+    lane.end_batch(false);  // commits (overlap off: here, durably) or ends what a failed attempt left
     if (st.ok() && lane.batch_lost_writes()) {
       errc = Store_errc::commit_failed;
       handler_error = 0;

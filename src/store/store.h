@@ -259,14 +259,13 @@ class Store {
      tells how it went). Returns true when the commit was handed to the store's commit thread
      (commit overlap, a batch that wrote): the next batch can run at once, and reap_commit() gives
      the outcome once the commit is durable; replies to the batch's writes wait for it. One commit
-     is in flight at a time: reap it (waiting) before ending another batch that wrote. */
-  virtual bool end_batch() = 0;
-  /* For the batches that follow: nobody waits to be served meanwhile (no reads lately), so a
-     batch that wrote is committed by the worker itself when it can take the backup commit lock at
-     once, rather than handed off: while it waits for its fsync the writers answered before it
-     send their next writes, and they all meet in the next batch (one group, about half the
-     commits and context switches of two groups taking turns). */
-  virtual void prefer_inline_commit(bool yes) = 0;
+     is in flight at a time: reap it (waiting) before ending another batch that wrote.
+     nobody_waiting: no one waits to be served meanwhile (no reads lately), so a batch that wrote
+     is committed by the caller itself when it can take the backup commit lock at once, rather
+     than handed off: while it waits for its fsync the writers answered before it send their next
+     writes, and they all meet in the next batch (one group, about half the commits and context
+     switches of two groups taking turns). */
+  virtual bool end_batch(bool nobody_waiting) = 0;
   /* After end_batch() returned false: true when the batch's commit failed, so writes already
      answered as done in this batch were rolled back. The connections that wrote in it must be
      closed unanswered. */
