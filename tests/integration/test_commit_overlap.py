@@ -21,6 +21,7 @@ InnoDB goes on, COMMIT waits. Checked:
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -396,38 +397,20 @@ def test_overlap_off_commits_inline(srv_off):
     assert srv_off.sql(f"SELECT COUNT(*) FROM {t} WHERE k > 4000") == [("200",)]
 
 
-def _twenty_writes_after_a_held_commit(s, t: str, hold: float, reader: h.HSConn | None = None):
+@contextlib.contextmanager
+def _twenty_writes_behind_a_held_commit(s, t: str):
     """A write whose commit waits for BACKUP STAGE BLOCK_COMMIT (handed off: one writer), and 20
     depth-1 writers whose writes arrive meanwhile: they wait for that commit to end and then run
-    in one batch. Holds the backup lock for `hold` seconds after they were sent; `reader`, if
-    given, reads all along. Returns (first, writers) with their replies not yet read."""
+    in one batch. Yields (first, writers), their replies not read, while the backup lock is
+    still held; BACKUP STAGE END when the with block ends."""
     first = h.hs_open(s.hs_port_wr, t, "v")
     ws = [h.hs_open(s.hs_port_wr, t, "v") for _ in range(20)]
-    stop = threading.Event()
-    reads: list[float] = []
-
-    def read_all_along():
-        k = 0
-        while not stop.is_set():
-            k = k % 20 + 30
-            t0 = time.monotonic()
-            assert reader.request(f"1\t=\t1\t{k}\n") == f"0\t2\t{k}\tv{k}\n".encode()
-            reads.append(time.monotonic() - t0)
-
-    th = threading.Thread(target=read_all_along, daemon=True)
     with h.backup_stage(s, "BLOCK_COMMIT"):
         first.send("1\t=\t1\t1\t1\t0\tU\tfirst\n")
         time.sleep(0.2)  # handed off, its commit waits for the backup lock
         for i, w in enumerate(ws, start=2):
             w.send(f"1\t=\t1\t{i}\t1\t0\tU\tw{i}\n")
-        if reader:
-            th.start()
-        time.sleep(hold)
-    stop.set()
-    if reader:
-        th.join(5)
-        assert reads and max(reads) <= REPLY_BOUND, max(reads)
-    return first, ws
+        yield first, ws
 
 
 @pytest.mark.parametrize("with_reader", [False, True], ids=["writers-only", "with-a-reader"])
@@ -440,7 +423,26 @@ def test_many_depth1_writers_are_committed_by_the_worker_unless_reads_are_served
     r = h.hs_open(srv.hs_port, t, "k,v")
     try:
         before = h.status(srv)["tablesocket_commits_overlapped"]
-        first, ws = _twenty_writes_after_a_held_commit(srv, t, 0.3, r if with_reader else None)
+        stop = threading.Event()
+        reads: list[float] = []
+
+        def read_all_along():
+            k = 0
+            while not stop.is_set():
+                k = k % 20 + 30
+                t0 = time.monotonic()
+                assert r.request(f"1\t=\t1\t{k}\n") == f"0\t2\t{k}\tv{k}\n".encode()
+                reads.append(time.monotonic() - t0)
+
+        th = threading.Thread(target=read_all_along, daemon=True)
+        with _twenty_writes_behind_a_held_commit(srv, t) as (first, ws):
+            if with_reader:
+                th.start()
+            time.sleep(0.3)
+        stop.set()
+        if with_reader:
+            th.join(5)
+            assert reads and max(reads) <= REPLY_BOUND, max(reads)
         assert first.recv_line(timeout=3.0) == b"0\t1\t1\n"
         for w in ws:
             assert w.recv_line(timeout=3.0) == b"0\t1\t1\n"
@@ -462,13 +464,7 @@ def test_many_writers_under_block_commit_are_handed_off_not_committed_by_the_wor
     r = h.hs_open(srv_2s.hs_port, t, "k,v")
     try:
         before = h.status(srv_2s)["tablesocket_commits_overlapped"]
-        first = h.hs_open(srv_2s.hs_port_wr, t, "v")
-        ws = [h.hs_open(srv_2s.hs_port_wr, t, "v") for _ in range(20)]
-        with h.backup_stage(srv_2s, "BLOCK_COMMIT"):
-            first.send("1\t=\t1\t1\t1\t0\tU\tfirst\n")
-            time.sleep(0.2)
-            for i, w in enumerate(ws, start=2):
-                w.send(f"1\t=\t1\t{i}\t1\t0\tU\tw{i}\n")
+        with _twenty_writes_behind_a_held_commit(srv_2s, t) as (first, ws):
             # The first commit fails at 2 s (its writer is closed); the twenty then run, unread.
             with pytest.raises((EOFError, ConnectionError)):
                 first.recv_line(timeout=4.0)
