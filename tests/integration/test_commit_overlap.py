@@ -16,7 +16,10 @@ InnoDB goes on, COMMIT waits. Checked:
     the other clients and later writes are fine;
   * a connection's own pipelined requests stay in order: a read behind its write sees the write;
   * engines other than InnoDB are committed by the worker itself (no hand-off) and work;
-  * tablesocket_commit_overlap=OFF: the worker commits inline, the same answers.
+  * tablesocket_commit_overlap=OFF: the worker commits inline, the same answers;
+  * many depth-1 writers with nobody reading are committed inline, handed off while reads come
+    or while a backup holds the commit lock; reads of their rows do not wait for BLOCK_COMMIT;
+  * UNINSTALL cancelling a commit that waits for BLOCK_COMMIT is logged as that.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -208,6 +212,32 @@ class _SlowCommits:
     def __exit__(self, *exc):
         self.srv.exec_sql("SET GLOBAL binlog_commit_wait_count = 0")
         self.srv.exec_sql("SET GLOBAL binlog_commit_wait_usec = 100000")
+
+
+def test_a_commit_waiting_for_block_commit_that_uninstall_cancels_is_logged_as_cancelled(request):
+    """UNINSTALL SONAME while a handed-off commit waits for BACKUP STAGE BLOCK_COMMIT: the plugin
+    stops at once, the commit is cut short (its writer closed unanswered, nothing written), and
+    the error log says so, not that the wait timed out (it had not)."""
+    with h.private_server(request, "overlap-uninstall", ["--tablesocket-threads=1"]) as s:
+        t = _table(s, "ov_uninstall")
+        w = h.hs_open(s.hs_port_wr, t, "v")
+        sql = h.sql_conn(s, db=None)
+        th = threading.Thread(target=lambda: sql.cursor().execute("UNINSTALL SONAME 'tablesocket'"), daemon=True)
+        try:
+            with h.backup_stage(s, "BLOCK_COMMIT"):
+                w.send("1\t=\t1\t1\t1\t0\tU\tcancelled\n")
+                time.sleep(0.3)  # handed off, its commit waits for the backup lock
+                th.start()       # the statement itself returns after BACKUP STAGE END (its own commit)
+                with pytest.raises((EOFError, ConnectionError)):
+                    w.recv_line(timeout=5.0)
+            th.join(10)
+        finally:
+            w.close()
+            sql.close()
+        log = Path(s.log_path).read_text(errors="replace")
+        assert "the plugin stopped (UNINSTALL or shutdown) while the commit waited for the backup lock" in log
+        assert "timed out waiting for the backup lock" not in log
+        assert s.sql(f"SELECT v FROM {t} WHERE k = 1") == [("v1",)]
 
 
 def test_a_read_of_a_write_whose_commit_then_fails_is_never_answered(srv_slow):
