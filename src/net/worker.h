@@ -118,6 +118,12 @@ class Worker {
      commit is still running, in which case it stays open; then answers the writers of a previous
      commit that finished. force: waits for the commit in flight instead (at exit). */
   void end_batch(bool force);
+  /* The batch, if it wrote, would be committed by the worker itself (Store::end_batch's
+     nobody_waiting): many depth-1 writers and no reader about. */
+  bool commit_inline_wanted() const;
+  /* It is worth keeping the open batch open for one more loop (which polls without waiting):
+     it would be committed inline, and requests ran in this loop (ran). */
+  bool extend_batch(bool ran) const;
   void release_writers(std::vector<Connection *> &writers, bool lost);
   /* Its output answers writes not durable yet: not sent, no EPOLLOUT interest. */
   static bool held(const Connection &c) { return c.commit_wait || (c.session && c.session->wrote_in_batch); }
@@ -171,6 +177,9 @@ class Worker {
      commit is handed off so they are served during its fsync; without them the worker commits
      itself (Store::end_batch's nobody_waiting). */
   uint64_t last_read_ms_ = 0;
+  /* Loops the open batch has been kept open for writes that arrived while it ran (see
+     kExtendLoops in worker.cc); 0 when it is not being extended. */
+  unsigned extend_loops_ = 0;
   Store *store_ = nullptr;      // the worker's store, while serve() runs
   size_t unsettled_ = 0;        // connections undecided or in a TLS handshake
   uint64_t tls_log_ms_ = 0;     // last TLS failure written to the error log
