@@ -489,7 +489,7 @@ def test_many_depth1_writers_are_committed_by_the_worker_unless_reads_are_served
 
 def test_writes_arriving_while_an_inline_batch_runs_join_its_commit(srv):
     """Ten more depth-1 writes arrive while the twenty writers' batch (committed inline: nobody
-    reads) is still running, held up by a slow write in it (40 rows whose stored generated column
+    reads) is still running, held up by a slow write in it (60 rows whose stored generated column
     takes ~10 ms each): the batch takes them before it commits, one commit for them all. Before,
     it committed without them and they waited for that commit, fsync and all, to run in a batch
     of their own."""
@@ -497,12 +497,12 @@ def test_writes_arriving_while_an_inline_batch_runs_join_its_commit(srv):
     srv.exec_sql("DROP TABLE IF EXISTS ov_extend_slow")
     srv.exec_sql("CREATE TABLE ov_extend_slow (k int primary key, v varchar(32), "
                  "g bigint AS (CRC32(REPEAT(v, 2000000))) STORED)")
-    srv.executemany("INSERT INTO ov_extend_slow (k, v) VALUES (%s, 'x')", [(k,) for k in range(1, 41)])
+    srv.executemany("INSERT INTO ov_extend_slow (k, v) VALUES (%s, 'x')", [(k,) for k in range(1, 61)])
     slow = h.hs_open(srv.hs_port_wr, "ov_extend_slow", "v")
     late = [h.hs_open(srv.hs_port_wr, t, "v") for _ in range(10)]
     before = h.status(srv)
     with _twenty_writes_behind_a_held_commit(srv, t) as (first, ws):
-        slow.send("1\t>=\t1\t1\t40\t0\tU\tabcdefgh\n")  # runs after the twenty, ~0.4 s
+        slow.send("1\t>=\t1\t1\t60\t0\tU\tabcdefgh\n")  # runs after the twenty, ~0.6 s
         time.sleep(0.1)
     # BACKUP STAGE END: the held commit ends; the twenty and the slow write run in one batch
     mid = h.status(srv)
@@ -511,13 +511,13 @@ def test_writes_arriving_while_an_inline_batch_runs_join_its_commit(srv):
         c.send(f"1\t=\t1\t{i}\t1\t0\tU\tlate{i}\n")
     for c in [first, *ws, *late]:
         assert c.recv_line(timeout=5.0) == b"0\t1\t1\n"
-    assert slow.recv_line(timeout=5.0) == b"0\t1\t40\n"
+    assert slow.recv_line(timeout=5.0) == b"0\t1\t60\n"
     after = h.status(srv)
     # one batch for all but the held write (whose commit was handed off)
     assert after["tablesocket_batches"] - mid["tablesocket_batches"] == 1
     assert after["tablesocket_commits_overlapped"] - before["tablesocket_commits_overlapped"] == 1
     assert srv.sql(f"SELECT COUNT(*) FROM {t} WHERE v LIKE 'w%' OR v LIKE 'late%' OR v = 'first'") == [("31",)]
-    assert srv.sql("SELECT COUNT(*) FROM ov_extend_slow WHERE v = 'abcdefgh'") == [("40",)]
+    assert srv.sql("SELECT COUNT(*) FROM ov_extend_slow WHERE v = 'abcdefgh'") == [("60",)]
     for c in [first, slow, *ws, *late]:
         c.close()
 
