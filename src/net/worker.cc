@@ -943,6 +943,7 @@ void Worker::serve(Store &store) {
     }
     if (extend_batch(ran)) {
       ++extend_loops_;
+      store.end_statements();  // as for a batch carried over: the next pass reads a fresh snapshot
     } else {
       extend_loops_ = 0;
       end_batch(false);

@@ -19,7 +19,8 @@ InnoDB goes on, COMMIT waits. Checked:
   * tablesocket_commit_overlap=OFF: the worker commits inline, the same answers;
   * many depth-1 writers with nobody reading are committed inline, handed off while reads come
     or while a backup holds the commit lock; reads of their rows do not wait for BLOCK_COMMIT;
-    writes that arrive while such a batch runs join its commit;
+    writes that arrive while such a batch runs join its commit, and a read in a later pass of
+    it sees what SQL committed before the read was sent;
   * UNINSTALL cancelling a commit that waits for BLOCK_COMMIT is logged as that.
 """
 
@@ -519,6 +520,38 @@ def test_writes_arriving_while_an_inline_batch_runs_join_its_commit(srv):
     assert srv.sql(f"SELECT COUNT(*) FROM {t} WHERE v LIKE 'w%' OR v LIKE 'late%' OR v = 'first'") == [("31",)]
     assert srv.sql("SELECT COUNT(*) FROM ov_extend_slow WHERE v = 'abcdefgh'") == [("60",)]
     for c in [first, slow, *ws, *late]:
+        c.close()
+
+
+def test_a_read_in_a_later_pass_of_such_a_batch_sees_what_sql_committed_before_it(srv):
+    """The same batch kept open for late writes: a connection in it wrote and read (its read
+    opened the batch's READ COMMITTED read view), then an SQL UPDATE commits while the batch is
+    still running and a read of that row arrives. That read runs in a later pass of the batch and
+    must see the update, acknowledged before it was sent (found by a helper: the passes shared
+    one read view, and such reads returned the value from before the update)."""
+    t = _table(srv, "ov_extend_rc")
+    srv.exec_sql("DROP TABLE IF EXISTS ov_extend_rc_slow")
+    srv.exec_sql("CREATE TABLE ov_extend_rc_slow (k int primary key, v varchar(32), "
+                 "g bigint AS (CRC32(REPEAT(v, 2000000))) STORED)")
+    srv.executemany("INSERT INTO ov_extend_rc_slow (k, v) VALUES (%s, 'x')", [(k,) for k in range(1, 61)])
+    slow = h.hs_open(srv.hs_port_wr, "ov_extend_rc_slow", "v")
+    mixer = h.hs_open(srv.hs_port_wr, t, "v")
+    mixer.send(f"P\t2\ttest\t{t}\tPRIMARY\tv\n")
+    assert mixer.recv_line(timeout=3.0) == b"0\t1\n"
+    reader = h.hs_open(srv.hs_port, t, "v")
+    with _twenty_writes_behind_a_held_commit(srv, t) as (first, ws):
+        mixer.send("1\t=\t1\t25\t1\t0\tU\tmix\n2\t=\t1\t40\n")  # a write, then a read
+        slow.send("1\t>=\t1\t1\t60\t0\tU\tabcdefgh\n")  # then ~0.6 s of writing
+        time.sleep(0.1)
+    time.sleep(0.15)  # the batch runs: the twenty, the mixer's write and read, the slow write
+    srv.exec_sql(f"UPDATE {t} SET v = 'sql' WHERE k = 40")  # autocommit: acknowledged, committed
+    assert reader.request("1\t=\t1\t40\n", timeout=5.0) == b"0\t1\tsql\n"
+    for c in [first, *ws]:
+        assert c.recv_line(timeout=5.0) == b"0\t1\t1\n"
+    assert mixer.recv_line(timeout=5.0) == b"0\t1\t1\n"
+    assert mixer.recv_line(timeout=5.0) == b"0\t1\tv40\n"  # read before the update
+    assert slow.recv_line(timeout=5.0) == b"0\t1\t60\n"
+    for c in [first, slow, mixer, reader, *ws]:
         c.close()
 
 
