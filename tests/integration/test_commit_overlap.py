@@ -488,6 +488,19 @@ def test_many_depth1_writers_are_committed_by_the_worker_unless_reads_are_served
         r.close()
 
 
+SLOW_WRITE = "1\t>=\t1\t1\t60\t0\tU\tabcdefgh\n"  # all 60 rows of a _slow_writes() table
+
+
+def _slow_writes(s, name: str) -> h.HSConn:
+    """A table of 60 rows whose stored generated column takes ~10 ms each to compute, and a write
+    connection to it: SLOW_WRITE holds the batch it runs in up for ~0.6 s (tablesocket refuses
+    tables with triggers; SLEEP() is not allowed in a generated column or a DEFAULT)."""
+    s.exec_sql(f"DROP TABLE IF EXISTS {name}")
+    s.exec_sql(f"CREATE TABLE {name} (k int primary key, v varchar(32), g bigint AS (CRC32(REPEAT(v, 2000000))) STORED)")
+    s.executemany(f"INSERT INTO {name} (k, v) VALUES (%s, 'x')", [(k,) for k in range(1, 61)])
+    return h.hs_open(s.hs_port_wr, name, "v")
+
+
 def test_writes_arriving_while_an_inline_batch_runs_join_its_commit(srv):
     """Ten more depth-1 writes arrive while the twenty writers' batch (committed inline: nobody
     reads) is still running, held up by a slow write in it (60 rows whose stored generated column
@@ -495,15 +508,11 @@ def test_writes_arriving_while_an_inline_batch_runs_join_its_commit(srv):
     it committed without them and they waited for that commit, fsync and all, to run in a batch
     of their own."""
     t = _table(srv, "ov_extend")
-    srv.exec_sql("DROP TABLE IF EXISTS ov_extend_slow")
-    srv.exec_sql("CREATE TABLE ov_extend_slow (k int primary key, v varchar(32), "
-                 "g bigint AS (CRC32(REPEAT(v, 2000000))) STORED)")
-    srv.executemany("INSERT INTO ov_extend_slow (k, v) VALUES (%s, 'x')", [(k,) for k in range(1, 61)])
-    slow = h.hs_open(srv.hs_port_wr, "ov_extend_slow", "v")
+    slow = _slow_writes(srv, "ov_extend_slow")
     late = [h.hs_open(srv.hs_port_wr, t, "v") for _ in range(10)]
     before = h.status(srv)
     with _twenty_writes_behind_a_held_commit(srv, t) as (first, ws):
-        slow.send("1\t>=\t1\t1\t60\t0\tU\tabcdefgh\n")  # runs after the twenty, ~0.6 s
+        slow.send(SLOW_WRITE)  # runs after the twenty, ~0.6 s
         time.sleep(0.1)
     # BACKUP STAGE END: the held commit ends; the twenty and the slow write run in one batch
     mid = h.status(srv)
@@ -530,18 +539,14 @@ def test_a_read_in_a_later_pass_of_such_a_batch_sees_what_sql_committed_before_i
     must see the update, acknowledged before it was sent (found by a helper: the passes shared
     one read view, and such reads returned the value from before the update)."""
     t = _table(srv, "ov_extend_rc")
-    srv.exec_sql("DROP TABLE IF EXISTS ov_extend_rc_slow")
-    srv.exec_sql("CREATE TABLE ov_extend_rc_slow (k int primary key, v varchar(32), "
-                 "g bigint AS (CRC32(REPEAT(v, 2000000))) STORED)")
-    srv.executemany("INSERT INTO ov_extend_rc_slow (k, v) VALUES (%s, 'x')", [(k,) for k in range(1, 61)])
-    slow = h.hs_open(srv.hs_port_wr, "ov_extend_rc_slow", "v")
+    slow = _slow_writes(srv, "ov_extend_rc_slow")
     mixer = h.hs_open(srv.hs_port_wr, t, "v")
     mixer.send(f"P\t2\ttest\t{t}\tPRIMARY\tv\n")
     assert mixer.recv_line(timeout=3.0) == b"0\t1\n"
     reader = h.hs_open(srv.hs_port, t, "v")
     with _twenty_writes_behind_a_held_commit(srv, t) as (first, ws):
         mixer.send("1\t=\t1\t25\t1\t0\tU\tmix\n2\t=\t1\t40\n")  # a write, then a read
-        slow.send("1\t>=\t1\t1\t60\t0\tU\tabcdefgh\n")  # then ~0.6 s of writing
+        slow.send(SLOW_WRITE)  # then ~0.6 s of writing
         time.sleep(0.1)
     time.sleep(0.15)  # the batch runs: the twenty, the mixer's write and read, the slow write
     srv.exec_sql(f"UPDATE {t} SET v = 'sql' WHERE k = 40")  # autocommit: acknowledged, committed
