@@ -727,8 +727,7 @@ void Worker::end_batch(bool force) {
         store.close_batch_to_writes();
         batch_closed_ = true;
       }
-      store.end_statements();  // the next loop's requests read a fresh snapshot
-      return;
+      return;  // serve() ends its statements
     }
   }
   std::vector<Connection *> before;
@@ -943,11 +942,13 @@ void Worker::serve(Store &store) {
     }
     if (extend_batch(ran)) {
       ++extend_loops_;
-      store.end_statements();  // as for a batch carried over: the next pass reads a fresh snapshot
     } else {
       extend_loops_ = 0;
       end_batch(false);
     }
+    /* A batch still open (waiting for the commit in flight, or taking late writes) ends its
+       statements: the next loop's requests read a fresh snapshot. */
+    if (store.in_batch()) store.end_statements();
     for (Connection *c : pending_) update_interest(*c);
 
     if (now_ms_ - last_ddl_check >= cfg_.ddl_check_interval_ms || store.open_table_count() == 0 ||
