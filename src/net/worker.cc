@@ -32,10 +32,13 @@ constexpr uint64_t kTlsLogIntervalMs = 60000;
    executed while the commit's fsync runs. */
 constexpr uint64_t kReadsQuietMs = 10;
 constexpr size_t kInlineWriters = 16;
-/* Such a batch is committed only once a poll finds nothing new, for up to kExtendLoops loops:
-   writes that arrived while it ran (clients answered by the last commit are still sending theirs)
-   join it rather than wait out its commit, fsyncs included, for the next one. Before, 64 writers
-   split unevenly (49 rows per commit); with it, about all 64 share each commit. */
+/* A batch that kInlineWriters or more connections wrote in is ended (committed inline or handed
+   off) only once a loop adds no writer to it, for up to kExtendLoops loops whose polls do not
+   wait: writes that arrived while it ran (clients answered by the last commit are still sending
+   theirs) join it rather than wait out its commit, fsyncs included, for the next one. Before, 64
+   writers split unevenly (49 rows per commit); with it, about all 64 share each commit. With
+   readers about, the writers a handed-off commit answers join the batch that was open meanwhile
+   the same way (end_batch's merge), rather than the two taking turns at the commit. */
 constexpr unsigned kExtendLoops = 8;
 int wake_tag;  // address used as epoll data for the wake eventfd
 
@@ -732,6 +735,19 @@ void Worker::end_batch(bool force) {
   }
   std::vector<Connection *> before;
   if (reaped) before.swap(awaiting_);
+  if (reaped && !force && !lost_before && merge_wanted(before.size())) {
+    /* The commit that just finished answered its writers while this batch, which wrote too, was
+       open: hand it off now and those writers' next writes form the batch after it, so the
+       writers stay split in two groups taking turns at the commit (readers about: no inline
+       commit). Instead they are answered first and the batch stays open for their next writes
+       (extend_batch). Its later passes read a fresh snapshot (serve() ends its statements after
+       every loop), so no read that runs after they are answered misses their writes. */
+    batch_open_ = false;
+    release_write_waiters();
+    release_writers(before, false);
+    extend_loops_ = 1;
+    return;
+  }
   /* Without a batch of the worker's, writers are those whose write a session of its own committed
      (the lock queue): durable already. */
   if (store.in_batch() || !batch_writers_.empty()) {
@@ -763,27 +779,35 @@ void Worker::end_batch(bool force) {
   batch_closed_ = false;
   /* Writes refused while the commit in flight was held up run once it is done (a writer of the
      batch just handed off waits for that one's commit first: release_writers() queues it). */
-  if (reaped || !store.commit_in_flight()) {
-    for (Connection *c : write_waiters_) {
-      c->waits_batch = false;
-      if (!c->dead && !c->commit_wait) mark_pending(*c);
-    }
-    write_waiters_.clear();
-  }
+  if (reaped || !store.commit_in_flight()) release_write_waiters();
   /* Answered only now: the batch that just ended read (possibly) without their writes, and none
      of its reads may come after they hear that their writes are done. */
   if (reaped) release_writers(before, lost_before);
   if (force && store.commit_in_flight()) end_batch(true);  // the batch just handed off: its writers too
 }
 
+void Worker::release_write_waiters() {
+  for (Connection *c : write_waiters_) {
+    c->waits_batch = false;
+    if (!c->dead && !c->commit_wait) mark_pending(*c);
+  }
+  write_waiters_.clear();
+}
+
+bool Worker::merge_wanted(size_t answered) const {
+  const Store &store = *store_;
+  return answered && !batch_closed_ && store.batch_wrote() && !store.batch_budget_spent() &&
+         answered + batch_writers_.size() >= kInlineWriters;
+}
+
 bool Worker::commit_inline_wanted() const {
   return now_ms_ - last_read_ms_ > kReadsQuietMs && batch_writers_.size() >= kInlineWriters;
 }
 
-bool Worker::extend_batch(bool ran) const {
+bool Worker::extend_batch(bool joined) const {
   const Store &store = *store_;
-  return ran && extend_loops_ < kExtendLoops && store.batch_wrote() && !store.commit_in_flight() &&
-         !store.batch_budget_spent() && commit_inline_wanted();
+  return joined && extend_loops_ < kExtendLoops && store.batch_wrote() && !store.commit_in_flight() &&
+         !store.batch_budget_spent() && batch_writers_.size() >= kInlineWriters;
 }
 
 void Worker::serve(Store &store) {
@@ -850,8 +874,8 @@ void Worker::serve(Store &store) {
         if (parked(*c)) c->retry_at_ms = 0;
 
     /* One batch: every connection with complete input runs its requests; one commit for all. */
-    const bool ran = !pending_.empty();
-    if (ran) {
+    const size_t writers_before = batch_writers_.size();
+    if (!pending_.empty()) {
       batch_.swap(pending_);
       pending_.clear();
       for (Connection *c : batch_) c->pending = false;
@@ -940,7 +964,7 @@ void Worker::serve(Store &store) {
       }
       batch_.clear();
     }
-    if (extend_batch(ran)) {
+    if (extend_batch(batch_writers_.size() > writers_before)) {
       ++extend_loops_;
     } else {
       extend_loops_ = 0;

@@ -122,8 +122,12 @@ class Worker {
      nobody_waiting): many depth-1 writers and no reader about. */
   bool commit_inline_wanted() const;
   /* It is worth keeping the open batch open for one more loop (which polls without waiting):
-     it would be committed inline, and requests ran in this loop (ran). */
-  bool extend_batch(bool ran) const;
+     many depth-1 writers wrote in it, and more joined it in this loop (joined). */
+  bool extend_batch(bool joined) const;
+  /* When the commit in flight is done and answered writers (answered): rather than hand the
+     open batch off, answer them and keep it open for their next writes (extend_batch). */
+  bool merge_wanted(size_t answered) const;
+  void release_write_waiters();
   void release_writers(std::vector<Connection *> &writers, bool lost);
   /* Its output answers writes not durable yet: not sent, no EPOLLOUT interest. */
   static bool held(const Connection &c) { return c.commit_wait || (c.session && c.session->wrote_in_batch); }
