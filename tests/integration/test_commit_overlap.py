@@ -430,6 +430,50 @@ def test_overlap_off_commits_inline(srv_off):
     assert srv_off.sql(f"SELECT COUNT(*) FROM {t} WHERE k > 4000") == [("200",)]
 
 
+class _ReadAllAlong:
+    """Keeps reading rows first .. first+19 of a _table() over conn (a read-port connection) on a
+    thread of its own, every answer checked, until stopped."""
+
+    def __init__(self, conn: h.HSConn, first: int):
+        self.conn, self.first = conn, first
+        self.times: list[float] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        k = 0
+        while not self._stop.is_set():
+            k = k % 20
+            key = self.first + k
+            k += 1
+            t0 = time.monotonic()
+            try:
+                got = self.conn.request(f"1\t=\t1\t{key}\n")
+            except Exception as e:  # noqa: BLE001 - reported by stop_and_check
+                self.errors.append(repr(e))
+                return
+            if got != f"0\t2\t{key}\tv{key}\n".encode():
+                self.errors.append(f"key {key}: {got!r}")
+                return
+            self.times.append(time.monotonic() - t0)
+
+    def start(self) -> "_ReadAllAlong":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+
+    def stop_and_check(self) -> None:
+        """Every read answered right and within REPLY_BOUND."""
+        self.stop()
+        assert not self.errors, self.errors
+        assert self.times and max(self.times) <= REPLY_BOUND, max(self.times, default=None)
+
+
 @contextlib.contextmanager
 def _twenty_writes_behind_a_held_commit(s, t: str):
     """A write whose commit waits for BACKUP STAGE BLOCK_COMMIT (handed off: one writer), and 20
@@ -456,26 +500,13 @@ def test_many_depth1_writers_are_committed_by_the_worker_unless_reads_are_served
     r = h.hs_open(srv.hs_port, t, "k,v")
     try:
         before = h.status(srv)["tablesocket_commits_overlapped"]
-        stop = threading.Event()
-        reads: list[float] = []
-
-        def read_all_along():
-            k = 0
-            while not stop.is_set():
-                k = k % 20 + 30
-                t0 = time.monotonic()
-                assert r.request(f"1\t=\t1\t{k}\n") == f"0\t2\t{k}\tv{k}\n".encode()
-                reads.append(time.monotonic() - t0)
-
-        th = threading.Thread(target=read_all_along, daemon=True)
+        reader = _ReadAllAlong(r, 30)
         with _twenty_writes_behind_a_held_commit(srv, t) as (first, ws):
             if with_reader:
-                th.start()
+                reader.start()
             time.sleep(0.3)
-        stop.set()
         if with_reader:
-            th.join(5)
-            assert reads and max(reads) <= REPLY_BOUND, max(reads)
+            reader.stop_and_check()
         assert first.recv_line(timeout=3.0) == b"0\t1\t1\n"
         for w in ws:
             assert w.recv_line(timeout=3.0) == b"0\t1\t1\n"
@@ -830,19 +861,7 @@ def test_writers_a_commit_answers_join_the_open_batch_rather_than_form_a_second_
     other = _table(s, "ov_merge_other")
     r = h.hs_open(s.hs_port, other, "k,v")
     straggler = h.hs_open(s.hs_port_wr, t, "v")
-    stop = threading.Event()
-    reads: list[float] = []
-
-    def read_all_along():
-        k = 0
-        while not stop.is_set():
-            k = k % 20 + 1
-            t0 = time.monotonic()
-            assert r.request(f"1\t=\t1\t{k}\n") == f"0\t2\t{k}\tv{k}\n".encode()
-            reads.append(time.monotonic() - t0)
-
-    th = threading.Thread(target=read_all_along, daemon=True)
-    th.start()
+    reader = _ReadAllAlong(r, 1).start()
     try:
         with _SlowCommits(s, 1.0):
             with _twenty_writes_behind_a_held_commit(s, t) as (first, ws):
@@ -863,14 +882,12 @@ def test_writers_a_commit_answers_join_the_open_batch_rather_than_form_a_second_
             assert straggler.recv_line(timeout=5.0) == b"0\t1\t1\n"
             # the twenty's batch, then one for the straggler and their second writes (not two)
             assert h.status(s)["tablesocket_commits_overlapped"] - before == 2
-        stop.set()
-        th.join(5)
-        assert reads and max(reads) <= REPLY_BOUND, max(reads)
+        reader.stop_and_check()
         assert s.sql(f"SELECT COUNT(*) FROM {t} WHERE v LIKE 'w%' OR v LIKE 'again%' OR v = 'straggler'") == [("41",)]
         for c in [first, *ws]:
             c.close()
     finally:
-        stop.set()
+        reader.stop()
         r.close()
         straggler.close()
 
