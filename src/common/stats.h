@@ -47,6 +47,12 @@ struct Counters {
   std::atomic<int64_t> open_tables{0};  // currently held open by this worker
 
   void add(std::atomic<uint64_t> &c, uint64_t n = 1) { c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+  /* Requests of every kind counted so far. */
+  uint64_t requests() const {
+    return requests_open.load(std::memory_order_relaxed) + requests_find.load(std::memory_order_relaxed) +
+           requests_insert.load(std::memory_order_relaxed) + requests_modify.load(std::memory_order_relaxed) +
+           requests_auth.load(std::memory_order_relaxed) + requests_other.load(std::memory_order_relaxed);
+  }
 } __attribute__((aligned(64)));
 
 /* Adds c's counts (and its current connections and open tables) to out. */

@@ -40,6 +40,7 @@ constexpr size_t kInlineWriters = 16;
    readers about, the writers a handed-off commit answers join the batch that was open meanwhile
    the same way (end_batch's merge), rather than the two taking turns at the commit. */
 constexpr unsigned kExtendLoops = 8;
+
 int wake_tag;  // address used as epoll data for the wake eventfd
 
 bool parked(const Connection &c) { return c.session && c.session->parked(); }
@@ -562,6 +563,7 @@ void Worker::update_interest(Connection &c) {
 
 void Worker::close_connection(Connection &c) {
   if (c.dead) return;
+  came_back(c, false);
   c.dead = true;
   any_dead_ = true;
   if (c.transport == Transport::tls_handshake || c.transport == Transport::undecided) --unsettled_;
@@ -690,6 +692,7 @@ void Worker::settle(Connection &c) {
 }
 
 void Worker::release_writers(std::vector<Connection *> &writers, bool lost) {
+  if (!lost && !writers.empty()) begin_answering();
   for (Connection *c : writers) {
     if (c->dead) continue;
     c->commit_wait = false;
@@ -698,6 +701,7 @@ void Worker::release_writers(std::vector<Connection *> &writers, bool lost) {
       close_connection(*c);  // its acknowledged writes were rolled back: no false answers
       continue;
     }
+    expect_back(*c);
     /* Requests that arrived meanwhile (read then, not run) go to the next batch. */
     if (!c->in.empty() || c->read_closed) mark_pending(*c);
     settle(*c);
@@ -735,7 +739,7 @@ void Worker::end_batch(bool force) {
   }
   std::vector<Connection *> before;
   if (reaped) before.swap(awaiting_);
-  if (reaped && !force && !lost_before && merge_wanted(before.size())) {
+  if (reaped && !force && !lost_before && merge_wanted(before)) {
     /* The commit that just finished answered its writers while this batch, which wrote too, was
        open: hand it off now and those writers' next writes form the batch after it, so the
        writers stay split in two groups taking turns at the commit (readers about: no inline
@@ -759,6 +763,11 @@ void Worker::end_batch(bool force) {
     }
     std::vector<Connection *> writers;
     writers.swap(batch_writers_);
+    /* A batch that only read (or whose writers are none of them depth-1) leaves the writers the
+       last commit answered expected. */
+    if (!handed_off && !lost &&
+        std::any_of(writers.begin(), writers.end(), [](const Connection *c) { return c->depth1 && !c->dead; }))
+      begin_answering();
     for (Connection *c : writers) {
       c->batch_writer = false;
       if (c->dead) continue;
@@ -771,8 +780,12 @@ void Worker::end_batch(bool force) {
         continue;
       }
       c->session->wrote_in_batch = false;
-      if (lost) close_connection(*c);  // its acknowledged writes were rolled back: no false answers
-      else settle(*c);
+      if (lost) {
+        close_connection(*c);  // its acknowledged writes were rolled back: no false answers
+        continue;
+      }
+      expect_back(*c);
+      settle(*c);
     }
   }
   batch_open_ = false;
@@ -794,10 +807,41 @@ void Worker::release_write_waiters() {
   write_waiters_.clear();
 }
 
-bool Worker::merge_wanted(size_t answered) const {
+bool Worker::merge_wanted(const std::vector<Connection *> &answered) const {
   const Store &store = *store_;
-  return answered && !batch_closed_ && store.batch_wrote() && !store.batch_budget_spent() &&
-         answered + batch_writers_.size() >= kInlineWriters;
+  if (answered.empty() || batch_closed_ || !store.batch_wrote() || store.batch_budget_spent()) return false;
+  return answered.size() + batch_writers_.size() >= kInlineWriters ||
+         std::any_of(answered.begin(), answered.end(), [](const Connection *c) { return c->depth1 && !c->dead; });
+}
+
+void Worker::begin_answering() {
+  ++answering_;
+  expected_ = 0;
+  last_join_ns_ = monotonic_ns();
+}
+
+void Worker::expect_back(Connection &c) {
+  if (!c.depth1 || c.read_closed) return;
+  c.answered_by = answering_;
+  ++expected_;
+}
+
+void Worker::came_back(Connection &c, bool wrote) {
+  if (c.answered_by != answering_ || !c.answered_by) return;
+  c.answered_by = 0;
+  if (expected_) --expected_;
+  if (wrote) last_join_ns_ = monotonic_ns();
+}
+
+uint64_t Worker::rejoin_wait_ns() const {
+  /* Depth-1 writers a commit just answered send their next writes within tens of microseconds
+     (on loopback); the batch the first of them opens waits until the last has come, or none came
+     for tablesocket_commit_rejoin_wait, rather than be committed with some of them while the rest
+     wait out its commit and form the next batch, half of the writers in each. */
+  if (!expected_) return 0;
+  const uint64_t wait = uint64_t(cfg_.commit_rejoin_wait_us) * 1000;
+  const uint64_t since = monotonic_ns() - last_join_ns_;
+  return since < wait ? wait - since : 0;
 }
 
 bool Worker::commit_inline_wanted() const {
@@ -806,8 +850,8 @@ bool Worker::commit_inline_wanted() const {
 
 bool Worker::extend_batch(bool joined) const {
   const Store &store = *store_;
-  return joined && extend_loops_ < kExtendLoops && store.batch_wrote() && !store.commit_in_flight() &&
-         !store.batch_budget_spent() && batch_writers_.size() >= kInlineWriters;
+  if (!store.batch_wrote() || store.commit_in_flight() || store.batch_budget_spent()) return false;
+  return (joined && extend_loops_ < kExtendLoops && batch_writers_.size() >= kInlineWriters) || rejoin_wait_ns();
 }
 
 void Worker::serve(Store &store) {
@@ -828,11 +872,20 @@ void Worker::serve(Store &store) {
     else
       timeout = store.open_table_count() ? int(cfg_.ddl_check_interval_ms) : 100;
     if (extend_loops_) timeout = 0;  // the batch waits only for what has already arrived
+    uint64_t rejoin_ns = 0;
+    if (store.batch_wrote() && !store.commit_in_flight()) rejoin_ns = rejoin_wait_ns();
     if (batch_open_ && !batch_closed_) {  // the commit thread's eventfd ends the wait; this bounds it
       const uint64_t left = cfg_.ddl_check_interval_ms - std::min<uint64_t>(cfg_.ddl_check_interval_ms, now_ms_ - open_since_ms_);
       timeout = std::min(timeout, int(left));
     }
-    int n = epoll_wait(epoll_.get(), events.data(), int(events.size()), timeout);
+    int n;
+    if (rejoin_ns && (timeout < 0 || rejoin_ns < uint64_t(timeout) * 1000000)) {
+      /* Writers just answered are still to come: the open batch waits for them, briefly. */
+      const timespec ts{0, long(rejoin_ns)};
+      n = epoll_pwait2(epoll_.get(), events.data(), int(events.size()), &ts, nullptr);
+    } else {
+      n = epoll_wait(epoll_.get(), events.data(), int(events.size()), timeout);
+    }
     if (n < 0 && errno != EINTR) break;
     now_ms_ = monotonic_ms();
     if (snapshot_wanted_.load(std::memory_order_relaxed)) publish_snapshot();
@@ -901,9 +954,16 @@ void Worker::serve(Store &store) {
         }
         const uint64_t dirty_before = store.reads_of_written_tables();
         const uint64_t refused_before = store.writes_refused_closed();
+        const uint64_t requests_before = counters_.requests();
+        const bool wrote_before = c->session->wrote_in_batch;
         store.set_requester(c);
         Session_outcome o = c->session->run(c->in, c->out, cfg_.max_requests_per_batch);
         store.set_requester(nullptr);
+        if (counters_.requests() != requests_before) {
+          const bool wrote = c->session->wrote_in_batch && !wrote_before;
+          if (wrote) c->depth1 = counters_.requests() - requests_before == 1 && c->in.empty();
+          came_back(*c, wrote);
+        }
         /* It read a table this batch wrote: what it saw may not be committed yet, so its replies
            wait for the commit as a writer's do (and are never sent if the commit fails). */
         if (store.reads_of_written_tables() != dirty_before) {

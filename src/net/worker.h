@@ -58,6 +58,8 @@ struct Connection {
   bool pending = false;        // in the worker's pending list
   bool commit_wait = false;    // wrote in a batch whose commit is in flight: replies and requests wait
   bool batch_writer = false;   // wrote in the batch still open (in Worker::batch_writers_)
+  bool depth1 = false;         // its last run that wrote ran that one request alone (a closed-loop writer)
+  uint64_t answered_by = 0;    // a depth-1 writer: the answering (Worker::answering_) it is expected back from
   uint64_t retry_at_ms = 0;    // parked: not tried again before this
   uint64_t parked_since_ms = 0;  // parked (for a lock) since, 0 when not
   bool waits_batch = false;    // a write the open batch refused waits for it to end (Worker::write_waiters_)
@@ -126,7 +128,15 @@ class Worker {
   bool extend_batch(bool joined) const;
   /* When the commit in flight is done and answered writers (answered): rather than hand the
      open batch off, answer them and keep it open for their next writes (extend_batch). */
-  bool merge_wanted(size_t answered) const;
+  bool merge_wanted(const std::vector<Connection *> &answered) const;
+  /* Depth-1 writers answered by a commit are expected to write again at once: the next batch
+     waits for them (up to tablesocket_commit_rejoin_wait after the last one came) rather than commit without them.
+     begin_answering() starts a new set; expect_back(c) adds c to it if c is such a writer;
+     came_back(c, wrote) takes c out of it when its next request ran. */
+  void begin_answering();
+  void expect_back(Connection &c);
+  void came_back(Connection &c, bool wrote);
+  uint64_t rejoin_wait_ns() const;  // how long the open batch may still wait for them, 0: not
   void release_write_waiters();
   void release_writers(std::vector<Connection *> &writers, bool lost);
   /* Its output answers writes not durable yet: not sent, no EPOLLOUT interest. */
@@ -184,6 +194,9 @@ class Worker {
   /* Loops the open batch has been kept open for writes that arrived while it ran (see
      kExtendLoops in worker.cc); 0 when it is not being extended. */
   unsigned extend_loops_ = 0;
+  uint64_t answering_ = 0;      // answerings of writers so far (Connection::answered_by)
+  size_t expected_ = 0;         // depth-1 writers of the last answering that have not run again
+  uint64_t last_join_ns_ = 0;   // when the last of them ran again (or they were answered)
   Store *store_ = nullptr;      // the worker's store, while serve() runs
   size_t unsettled_ = 0;        // connections undecided or in a TLS handshake
   uint64_t tls_log_ms_ = 0;     // last TLS failure written to the error log

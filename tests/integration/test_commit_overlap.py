@@ -21,7 +21,8 @@ InnoDB goes on, COMMIT waits. Checked:
     or while a backup holds the commit lock; reads of their rows do not wait for BLOCK_COMMIT;
     writes that arrive while such a batch runs join its commit, and a read in a later pass of
     it sees what SQL committed before the read was sent; writers a handed-off commit answers join
-    the batch that was open meanwhile (one group, not two taking turns);
+    the batch that was open meanwhile (one group, not two taking turns), and fewer than 16
+    depth-1 writers a commit answered share the next one (tablesocket_commit_rejoin_wait);
   * UNINSTALL cancelling a commit that waits for BLOCK_COMMIT is logged as that.
 """
 
@@ -890,6 +891,52 @@ def test_writers_a_commit_answers_join_the_open_batch_rather_than_form_a_second_
         reader.stop()
         r.close()
         straggler.close()
+
+
+@pytest.mark.parametrize("wait_us", [50000, 0], ids=["rejoin-wait", "no-rejoin-wait"])
+def test_depth1_writers_a_commit_answered_share_the_next_commit(request, wait_us):
+    """Eight depth-1 writers (each sends its next write when its last is answered) and a reader
+    now and then. With tablesocket_commit_rejoin_wait (50 ms here, so that Python threads always
+    make it; 100 us by default) the batch the first of them opens after a commit waits for the
+    others, and each round of writes is one commit: before, the writers split into two groups
+    taking turns at the commit (the batch was handed off with whoever had come), twice the
+    commits. 0 turns the wait off."""
+    with h.private_server(request, f"overlap-rejoin-{wait_us}",
+                          ["--tablesocket-threads=1", f"--tablesocket-commit-rejoin-wait={wait_us}"]) as s:
+        assert h.variable(s, "tablesocket_commit_rejoin_wait") == str(wait_us)
+        t = _table(s, "ov_rejoin")
+        rounds, writers = 30, 8
+        conns = [h.hs_open(s.hs_port_wr, t, "v") for _ in range(writers)]
+        r = h.hs_open(s.hs_port, t, "k,v")
+        start = threading.Barrier(writers + 1)
+        errors: list[str] = []
+
+        def write_rounds(i: int, c: h.HSConn) -> None:
+            start.wait()
+            for n in range(rounds):
+                got = c.request(f"1\t=\t1\t{i + 1}\t1\t0\tU\tw{i}r{n}\n", timeout=10.0)
+                if got != b"0\t1\t1\n":
+                    errors.append(f"writer {i} round {n}: {got!r}")
+                    return
+
+        ths = [threading.Thread(target=write_rounds, args=(i, c), daemon=True) for i, c in enumerate(conns)]
+        for th in ths:
+            th.start()
+        before = h.status(s)["tablesocket_commits_overlapped"]
+        start.wait()
+        for th in ths:
+            while th.is_alive():
+                assert r.request("1\t=\t1\t20\n") == b"0\t2\t20\tv20\n"  # a reader about: hand-offs
+                th.join(0.02)
+        commits = h.status(s)["tablesocket_commits_overlapped"] - before
+        assert not errors, errors
+        assert s.sql(f"SELECT COUNT(*) FROM {t} WHERE v LIKE 'w%r{rounds - 1}'") == [(str(writers),)]
+        if wait_us:
+            assert commits <= rounds + 3, commits  # the first rounds may split; then one group
+        else:
+            assert commits >= rounds * 3 // 2, commits  # two groups taking turns
+        for c in [*conns, r]:
+            c.close()
 
 
 def test_an_online_rebuild_loses_no_acknowledged_write(request):
