@@ -40,7 +40,6 @@ constexpr size_t kInlineWriters = 16;
    readers about, the writers a handed-off commit answers join the batch that was open meanwhile
    the same way (end_batch's merge), rather than the two taking turns at the commit. */
 constexpr unsigned kExtendLoops = 8;
-
 int wake_tag;  // address used as epoll data for the wake eventfd
 
 bool parked(const Connection &c) { return c.session && c.session->parked(); }

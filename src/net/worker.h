@@ -130,9 +130,9 @@ class Worker {
      open batch off, answer them and keep it open for their next writes (extend_batch). */
   bool merge_wanted(const std::vector<Connection *> &answered) const;
   /* Depth-1 writers answered by a commit are expected to write again at once: the next batch
-     waits for them (up to tablesocket_commit_rejoin_wait after the last one came) rather than commit without them.
-     begin_answering() starts a new set; expect_back(c) adds c to it if c is such a writer;
-     came_back(c, wrote) takes c out of it when its next request ran. */
+     waits for them (up to tablesocket_commit_rejoin_wait after the last one came) rather than
+     commit without them. begin_answering() starts a new set; expect_back(c) adds c to it if c is
+     such a writer; came_back(c, wrote) takes c out of it when its next request ran (or it closed). */
   void begin_answering();
   void expect_back(Connection &c);
   void came_back(Connection &c, bool wrote);
