@@ -562,7 +562,7 @@ void Worker::update_interest(Connection &c) {
 
 void Worker::close_connection(Connection &c) {
   if (c.dead) return;
-  came_back(c, false);
+  came_back(c);
   c.dead = true;
   any_dead_ = true;
   if (c.transport == Transport::tls_handshake || c.transport == Transport::undecided) --unsettled_;
@@ -748,6 +748,7 @@ void Worker::end_batch(bool force) {
     batch_open_ = false;
     release_write_waiters();
     release_writers(before, false);
+    rejoin_since_ns_ = monotonic_ns();  // the batch waits for them from now
     extend_loops_ = 1;
     return;
   }
@@ -816,7 +817,6 @@ bool Worker::merge_wanted(const std::vector<Connection *> &answered) const {
 void Worker::begin_answering() {
   ++answering_;
   expected_ = 0;
-  last_join_ns_ = monotonic_ns();
 }
 
 void Worker::expect_back(Connection &c) {
@@ -825,21 +825,22 @@ void Worker::expect_back(Connection &c) {
   ++expected_;
 }
 
-void Worker::came_back(Connection &c, bool wrote) {
+void Worker::came_back(Connection &c) {
   if (c.answered_by != answering_ || !c.answered_by) return;
   c.answered_by = 0;
   if (expected_) --expected_;
-  if (wrote) last_join_ns_ = monotonic_ns();
 }
 
 uint64_t Worker::rejoin_wait_ns() const {
   /* Depth-1 writers a commit just answered send their next writes within tens of microseconds
-     (on loopback); the batch the first of them opens waits until the last has come, or none came
-     for tablesocket_commit_rejoin_wait, rather than be committed with some of them while the rest
-     wait out its commit and form the next batch, half of the writers in each. */
-  if (!expected_) return 0;
+     (on loopback); the batch the first of them opens waits until the last has come, for at most
+     tablesocket_commit_rejoin_wait from its first write, rather than be committed with some of
+     them while the rest wait out its commit and form the next batch, half of the writers in
+     each. A bound on the whole wait, not on the gap between two of them: writers coming back one
+     by one must not hold a batch open one wait each. */
+  if (!expected_ || batch_writers_.empty()) return 0;
   const uint64_t wait = uint64_t(cfg_.commit_rejoin_wait_us) * 1000;
-  const uint64_t since = monotonic_ns() - last_join_ns_;
+  const uint64_t since = monotonic_ns() - rejoin_since_ns_;
   return since < wait ? wait - since : 0;
 }
 
@@ -961,7 +962,7 @@ void Worker::serve(Store &store) {
         if (counters_.requests() != requests_before) {
           const bool wrote = c->session->wrote_in_batch && !wrote_before;
           if (wrote) c->depth1 = counters_.requests() - requests_before == 1 && c->in.empty();
-          came_back(*c, wrote);
+          came_back(*c);
         }
         /* It read a table this batch wrote: what it saw may not be committed yet, so its replies
            wait for the commit as a writer's do (and are never sent if the commit fails). */
@@ -1015,6 +1016,7 @@ void Worker::serve(Store &store) {
           /* Its replies wait for the batch's commit, which may be several loops away. */
           if (!c->batch_writer) {
             c->batch_writer = true;
+            if (batch_writers_.empty()) rejoin_since_ns_ = monotonic_ns();
             batch_writers_.push_back(c);
           }
           continue;

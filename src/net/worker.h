@@ -130,12 +130,12 @@ class Worker {
      open batch off, answer them and keep it open for their next writes (extend_batch). */
   bool merge_wanted(const std::vector<Connection *> &answered) const;
   /* Depth-1 writers answered by a commit are expected to write again at once: the next batch
-     waits for them (up to tablesocket_commit_rejoin_wait after the last one came) rather than
+     waits for them (up to tablesocket_commit_rejoin_wait from its first write) rather than
      commit without them. begin_answering() starts a new set; expect_back(c) adds c to it if c is
-     such a writer; came_back(c, wrote) takes c out of it when its next request ran (or it closed). */
+     such a writer; came_back(c) takes c out of it when its next request ran (or it closed). */
   void begin_answering();
   void expect_back(Connection &c);
-  void came_back(Connection &c, bool wrote);
+  void came_back(Connection &c);
   uint64_t rejoin_wait_ns() const;  // how long the open batch may still wait for them, 0: not
   void release_write_waiters();
   void release_writers(std::vector<Connection *> &writers, bool lost);
@@ -196,7 +196,7 @@ class Worker {
   unsigned extend_loops_ = 0;
   uint64_t answering_ = 0;      // answerings of writers so far (Connection::answered_by)
   size_t expected_ = 0;         // depth-1 writers of the last answering that have not run again
-  uint64_t last_join_ns_ = 0;   // when the last of them ran again (or they were answered)
+  uint64_t rejoin_since_ns_ = 0;  // when the open batch began to wait for them (its first write, or the merge)
   Store *store_ = nullptr;      // the worker's store, while serve() runs
   size_t unsettled_ = 0;        // connections undecided or in a TLS handshake
   uint64_t tls_log_ms_ = 0;     // last TLS failure written to the error log

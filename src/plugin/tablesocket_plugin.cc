@@ -136,11 +136,12 @@ MYSQL_SYSVAR_BOOL(commit_overlap, sv_commit_overlap, PLUGIN_VAR_READONLY,
                   "it serves the next one.",
                   nullptr, nullptr, kDefaults.commit_overlap);
 MYSQL_SYSVAR_UINT(commit_rejoin_wait, sv_commit_rejoin_wait, PLUGIN_VAR_READONLY,
-                  "Microseconds a batch that wrote waits for the writers a commit just answered, each "
-                  "of whom sent one write and waited for its answer (depth 1), to send their next "
-                  "write, counted from the last of them that did: they then share one commit instead "
-                  "of splitting into two groups that take turns at the commit (half the rows per "
-                  "fsync). Reads are served meanwhile. 0: a batch waits for no one.",
+                  "Microseconds a batch that wrote waits at most, counted from its first write, "
+                  "for the writers a commit just answered, each of whom sent one write and waited "
+                  "for its answer (depth 1), to send their next write: they then share one commit "
+                  "instead of splitting into two groups that take turns at the commit (half the rows "
+                  "per fsync). It ends as soon as the last of them has written. Reads are served "
+                  "meanwhile. 0: a batch waits for no one.",
                   nullptr, nullptr, kDefaults.commit_rejoin_wait_us, 0, 100000, 0);
 MYSQL_SYSVAR_BOOL(galera_writes, sv_galera_writes, PLUGIN_VAR_READONLY,
                   "On a Galera cluster node (wsrep_on): OFF (the default) refuses writes with an error, "
