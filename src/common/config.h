@@ -33,7 +33,7 @@ struct Config {
   unsigned max_requests_per_batch = 256;  // per connection per batch (fairness)
   unsigned max_batch_rows = 100000;       // rows a batch examines before the rest waits for the next batch
   bool commit_overlap = true;             // commit a written batch on a commit thread while the next one runs
-  unsigned commit_rejoin_wait_us = 100;   // a batch waits this long after the last writer a commit answered came back for the rest
+  unsigned commit_rejoin_wait_us = 100;   // a batch waits at most this long, from its first write, for the depth-1 writers a commit answered
   unsigned ddl_check_interval_ms = 20;  // how often an idle worker looks for DDL waiting on its tables
   unsigned lock_wait_timeout_ms = 50000;  // how long a request waits for a metadata or row lock before an error
   unsigned lock_queue_after_ms = 20;  // a write parked on a row lock this long waits in InnoDB's queue instead

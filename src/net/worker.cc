@@ -44,6 +44,11 @@ int wake_tag;  // address used as epoll data for the wake eventfd
 
 bool parked(const Connection &c) { return c.session && c.session->parked(); }
 
+/* Some of these (writers of a batch, or of a commit) are depth-1 writers, expected back. */
+bool any_depth1(const std::vector<Connection *> &writers) {
+  return std::any_of(writers.begin(), writers.end(), [](const Connection *c) { return c->depth1 && !c->dead; });
+}
+
 /* The pending error of a socket epoll reported EPOLLERR for (e.g. "Connection reset by peer"). */
 std::string socket_error(int fd) {
   int err = 0;
@@ -765,9 +770,7 @@ void Worker::end_batch(bool force) {
     writers.swap(batch_writers_);
     /* A batch that only read (or whose writers are none of them depth-1) leaves the writers the
        last commit answered expected. */
-    if (!handed_off && !lost &&
-        std::any_of(writers.begin(), writers.end(), [](const Connection *c) { return c->depth1 && !c->dead; }))
-      begin_answering();
+    if (!handed_off && !lost && any_depth1(writers)) begin_answering();
     for (Connection *c : writers) {
       c->batch_writer = false;
       if (c->dead) continue;
@@ -810,8 +813,7 @@ void Worker::release_write_waiters() {
 bool Worker::merge_wanted(const std::vector<Connection *> &answered) const {
   const Store &store = *store_;
   if (answered.empty() || batch_closed_ || !store.batch_wrote() || store.batch_budget_spent()) return false;
-  return answered.size() + batch_writers_.size() >= kInlineWriters ||
-         std::any_of(answered.begin(), answered.end(), [](const Connection *c) { return c->depth1 && !c->dead; });
+  return answered.size() + batch_writers_.size() >= kInlineWriters || any_depth1(answered);
 }
 
 void Worker::begin_answering() {

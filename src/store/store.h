@@ -271,8 +271,9 @@ class Store {
      closed unanswered. */
   virtual bool batch_lost_writes() const = 0;
   /* The open batch goes on in the worker's next loop (its transaction stays open while the previous
-     commit runs, or while it takes writes that arrived as it ran): its statements end here, tables unlocked, so the next loop's reads take a fresh
-     snapshot - a request read then sees every write acknowledged before it was sent. */
+     commit runs, or while it takes writes that arrived as it ran): its statements end here, tables
+     unlocked, so the next loop's reads take a fresh snapshot - a request read then sees every
+     write acknowledged before it was sent. */
   virtual void end_statements() = 0;
   /* A batch is open (something was locked since the last end_batch()). */
   virtual bool in_batch() const = 0;
