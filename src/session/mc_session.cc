@@ -40,6 +40,16 @@ int64_t to_i64(std::string_view s) {
   return int64_t(to_u64(s));
 }
 
+/* mg with both T and R: whether T comes first (memcached applies mg's flags in the order sent). */
+bool ttl_before_recache(const Mc_request &rq) {
+  if (!rq.meta.has_ttl || !rq.meta.has_recache) return false;
+  for (uint32_t i = 0; i < rq.nmeta_flags; ++i) {
+    if (rq.meta_flags[i].flag == 'T') return true;
+    if (rq.meta_flags[i].flag == 'R') return false;
+  }
+  return false;
+}
+
 /* memcached's stale/win bits (mg N and R, ms I, md I) for rows in tables. memcached keeps them in
    the item; a row has no place for them, so they live here, server-wide (one key's clients may be
    on different workers), keyed by table and key and tied to the row's CAS: any write of the row
@@ -949,7 +959,9 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
     const std::string tk = token_key(oc->def, row_key);
     Recache_tokens::State s = Recache_tokens::instance().get(row_key, tk, cas_of(it));
     stale = s.stale;
-    const int64_t left = it.expiry > 0 ? it.expiry - int64_t(time(nullptr)) : -1;
+    /* memcached applies mg's flags in the order sent: a T before R sets the TTL that R looks at. */
+    const int64_t expiry = ttl_before_recache(rq) ? absolute_expiry(rq.meta.ttl) : it.expiry;
+    const int64_t left = expiry > 0 ? expiry - int64_t(time(nullptr)) : -1;
     const bool recache = rq.meta.has_recache && left >= 0 && left < rq.meta.recache_ttl;
     if (s.token_sent) {
       token_sent = true;
@@ -1002,11 +1014,15 @@ Mc_session::Exec Mc_session::exec_ms(const Mc_request &rq, Byte_buffer &out) {
     st = lookup(*oc, &row_key, 1, items_);
     if (!st.ok()) return server_error(st, out, false);
     if (!items_.empty() && rq.meta.compare_cas < cas_of(items_[0])) {
-      kr.op = Kv_op::set;
+      /* As memcached: the new value keeps the item's TTL (T is ignored), and a win token already
+         handed out for the item stays handed out (the others keep seeing Z). */
+      const std::string tk = token_key(oc->def, row_key);
+      const bool token_sent = Recache_tokens::instance().get(row_key, tk, cas_of(items_[0])).token_sent;
+      kr.op = Kv_op::replace;
+      kr.set_expiry = false;
       st = write(*oc, kr, &res);
       if (!st.ok()) return server_error(st, out, false);
-      if (res.outcome == Kv_outcome::stored)
-        Recache_tokens::instance().put(row_key, token_key(oc->def, row_key), res.cas, {true, false});
+      if (res.outcome == Kv_outcome::stored) Recache_tokens::instance().put(row_key, tk, res.cas, {true, token_sent});
     }
   }
   mc::Mc_item_info info;

@@ -25,7 +25,8 @@ bool parse_counter_value(std::string_view s, uint64_t *out) {
     if (v > (UINT64_MAX - d) / 10) return false;
     v = v * 10 + d;
   }
-  if (i == first || (i < s.size() && !space(s[i]))) return false;
+  /* As memcached's strtoull on the item's data: the number ends at a space or a NUL byte. */
+  if (i == first || (i < s.size() && !space(s[i]) && s[i] != '\0')) return false;
   *out = v;
   return true;
 }

@@ -671,6 +671,42 @@ def test_ms_invalidate_with_an_older_cas_stores_a_stale_item(mc, key):
     assert re.fullmatch(rb"VA 1 X W\r\n2\r\n", c.recv_until())
 
 
+def test_ms_invalidate_with_an_older_cas_keeps_the_ttl_and_a_win_already_handed_out(mc, key):
+    c = mc()
+    k = key()
+    c.request(f"ms {k} 1 T100\r\nx\r\n", b"HD\r\n")
+    c.request(f"md {k} I\r\n", b"HD\r\n")
+    c.send(f"mg {k} v c\r\n")                   # the stale item's one win token goes here
+    m = re.fullmatch(rb"VA 1 c(\d+) X W\r\nx\r\n", c.recv_until())
+    cas = int(m.group(1))
+    c.request(f"ms {k} 1 C{cas - 1} I T50\r\ny\r\n", b"HD\r\n")  # an older CAS: stored, still stale
+    c.send(f"mg {k} v t\r\n")                   # the old TTL (not T50), and no second W
+    m = re.fullmatch(rb"VA 1 t(\d+) Z X\r\ny\r\n", c.recv_until())
+    assert m and 95 <= int(m.group(1)) <= 100
+    c.request(f"ms {k} 1\r\nz\r\n", b"HD\r\n")   # a plain set: fresh again
+    c.request(f"mg {k} v\r\n", b"VA 1\r\nz\r\n")
+
+
+def test_mg_applies_a_ttl_before_a_recache_that_follows_it(mc, key):
+    c = mc()
+    k, m = key(), key()
+    c.request(f"ms {k} 1\r\nx\r\n", b"HD\r\n")
+    c.request(f"ms {m} 1\r\nx\r\n", b"HD\r\n")
+    c.request(f"mg {k} T1000 R2000\r\n", b"HD W\r\n")  # T first: R sees 1000 s left, under 2000
+    c.request(f"mg {k}\r\n", b"HD Z\r\n")
+    c.request(f"mg {m} R2000 T1000\r\n", b"HD\r\n")    # R first: no TTL yet, nothing to recache
+    c.request(f"mg {m} R2000\r\n", b"HD W\r\n")        # now 1000 s left
+
+
+def test_incr_reads_the_number_up_to_a_nul_or_a_space(mc, key):
+    c = mc()
+    k, m = key(), key()
+    c.request(f"set {k} 0 0 3\r\n1\x002\r\n", b"STORED\r\n")
+    c.request(f"incr {k} 1\r\n", b"2\r\n")
+    c.request(f"set {m} 0 0 5\r\n7 345\r\n", b"STORED\r\n")
+    c.request(f"incr {m} 1\r\n", b"8\r\n")
+
+
 def test_mg_autovivify_creates_the_missing_item(mc, key):
     c = mc()
     k = key()
