@@ -32,6 +32,7 @@ struct Config {
   uint64_t max_buffer_memory = uint64_t(1) << 30;  // all connections' buffers together
   unsigned max_requests_per_batch = 256;  // per connection per batch (fairness)
   unsigned max_batch_rows = 100000;       // rows a batch examines before the rest waits for the next batch
+  unsigned max_turn_rows = 1000;          // rows one connection's requests examine before the others get a turn
   bool commit_overlap = true;             // commit a written batch on a commit thread while the next one runs
   unsigned commit_rejoin_wait_us = 100;   // a batch waits at most this long, from its first write, for the depth-1 writers a commit answered
   unsigned ddl_check_interval_ms = 20;  // how often an idle worker looks for DDL waiting on its tables

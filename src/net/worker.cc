@@ -161,7 +161,7 @@ void Worker::adopt_new_connections() {
     c->fd.reset(h.fd);
     c->port = h.port;
     c->peer = std::move(h.peer);
-    c->accepted_ms = c->last_io_ms = now_ms_;
+    c->accepted_ms = c->last_io_ms = c->request_since_ms = now_ms_;
     c->id = server_.next_connection_id.fetch_add(1, std::memory_order_relaxed);
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
@@ -273,7 +273,7 @@ void Worker::unmark_pending(Connection &c) {
 constexpr int64_t kFreeBufferBytes = 256 << 10;
 
 bool Worker::over_buffer_memory(Connection &c) {
-  const int64_t now = int64_t(c.in.capacity() + c.out.capacity());
+  const int64_t now = int64_t(c.in.capacity() + c.out.capacity() + (c.session ? c.session->retained_bytes() : 0));
   const int64_t delta = now - c.accounted;
   if (delta == 0) return false;
   c.accounted = now;
@@ -296,6 +296,7 @@ bool Worker::enforce_buffer_memory(Connection &c) {
 }
 
 void Worker::read_input(Connection &c) {
+  if (c.in.empty()) c.request_since_ms = now_ms_;  // whatever comes now starts a request
   if (c.transport != Transport::plain)
     read_input_unsettled(c);
   else
@@ -335,6 +336,7 @@ void Worker::peer_reset(Connection &c) {
   }
   c.read_closed = true;
   c.peer_gone = true;
+  c.session->answers_discarded = true;  // its reads are skipped; its writes still run
   c.out.clear();
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);  // its error would be reported every loop
   c.registered = 0;
@@ -670,6 +672,14 @@ void Worker::check_idle(uint64_t now) {
     if (now - c->last_io_ms > idle_limit) {
       counters_.add(counters_.timeouts);
       close_connection(*c);
+      continue;
+    }
+    /* A request still incomplete an idle timeout after it began to arrive (a byte now and then
+       keeps last_io fresh): the connection is closed as an idle one is. Not while its replies are
+       held back for a client that does not read them (its input then waits for us). */
+    if (!c->in.empty() && c->out.size() < cfg_.output_high_water && now - c->request_since_ms > idle_limit) {
+      counters_.add(counters_.timeouts);
+      close_connection(*c);
     }
   }
 }
@@ -958,9 +968,12 @@ void Worker::serve(Store &store) {
         const uint64_t refused_before = store.writes_refused_closed();
         const uint64_t requests_before = counters_.requests();
         const bool wrote_before = c->session->wrote_in_batch;
+        const size_t in_before = c->in.size();
         store.set_requester(c);
+        store.begin_turn(cfg_.max_turn_rows);
         Session_outcome o = c->session->run(c->in, c->out, cfg_.max_requests_per_batch);
         store.set_requester(nullptr);
+        if (c->in.size() != in_before) c->request_since_ms = now_ms_;  // requests completed: the next begins
         if (counters_.requests() != requests_before) {
           const bool wrote = c->session->wrote_in_batch && !wrote_before;
           if (wrote) c->depth1 = counters_.requests() - requests_before == 1 && c->in.empty();

@@ -64,6 +64,10 @@ struct Connection {
   uint64_t parked_since_ms = 0;  // parked (for a lock) since, 0 when not
   bool waits_batch = false;    // a write the open batch refused waits for it to end (Worker::write_waiters_)
   int64_t accounted = 0;       // buffer bytes counted in Server::buffer_bytes for this connection
+  /* When the request at the front of its input began to arrive (its first byte came into an empty
+     buffer) or the one before it completed: a request arriving for longer than the idle timeout
+     closes the connection, however often its bytes trickle in. */
+  uint64_t request_since_ms = 0;
   uint64_t id = 0;             // the server's connection number
 };
 

@@ -31,7 +31,7 @@ char *sv_address;
 unsigned sv_hs_port, sv_hs_port_wr, sv_threads, sv_backlog, sv_max_connections, sv_idle_timeout;
 unsigned sv_max_request_size, sv_max_tokens, sv_max_open_indexes, sv_max_output_buffer;
 unsigned long long sv_max_buffer_memory;
-unsigned sv_output_high_water, sv_max_requests_per_batch, sv_max_batch_rows, sv_ddl_check_interval, sv_lock_wait_timeout;
+unsigned sv_output_high_water, sv_max_requests_per_batch, sv_max_batch_rows, sv_max_turn_rows, sv_ddl_check_interval, sv_lock_wait_timeout;
 unsigned sv_commit_rejoin_wait;
 unsigned sv_lock_queue_after, sv_lock_queue_sessions;
 char *sv_plain_secret, *sv_plain_secret_wr, *sv_character_set;
@@ -88,7 +88,8 @@ MYSQL_SYSVAR_UINT(max_connections, sv_max_connections, PLUGIN_VAR_READONLY,
                   nullptr, nullptr, kDefaults.max_connections, 1, 1000000, 0);
 MYSQL_SYSVAR_UINT(idle_timeout, sv_idle_timeout, PLUGIN_VAR_READONLY,
                   "Seconds a connection may stay idle (no request, no pending reply) before it is "
-                  "closed. 0 disables the timeout.",
+                  "closed; also the longest a request may take to arrive once its first byte has (a "
+                  "client trickling a request in a byte at a time is closed too). 0 disables both.",
                   nullptr, nullptr, kDefaults.idle_timeout_s, 0, 31536000, 0);
 MYSQL_SYSVAR_UINT(max_request_size, sv_max_request_size, PLUGIN_VAR_READONLY,
                   "Maximum size in bytes of one request line. A longer line is answered with an "
@@ -127,6 +128,13 @@ MYSQL_SYSVAR_UINT(max_batch_rows, sv_max_batch_rows, PLUGIN_VAR_READONLY,
                   "pipelined scans hold up the other clients of its worker; a single request is never "
                   "cut short.",
                   nullptr, nullptr, kDefaults.max_batch_rows, 100, 1U << 31, 0);
+MYSQL_SYSVAR_UINT(max_turn_rows, sv_max_turn_rows, PLUGIN_VAR_READONLY,
+                  "Rows one connection's requests may examine (read from an index, whether returned, "
+                  "filtered out or skipped by an offset) before the worker's other connections get "
+                  "their turn; its remaining requests run on the worker's next pass. Bounds how long a "
+                  "client pipelining scans delays the others to about one such turn; a single request is "
+                  "never cut short.",
+                  nullptr, nullptr, kDefaults.max_turn_rows, 1, 1U << 31, 0);
 MYSQL_SYSVAR_BOOL(commit_overlap, sv_commit_overlap, PLUGIN_VAR_READONLY,
                   "ON: a worker hands the commit of a batch that wrote (InnoDB tables only) to its own "
                   "commit thread and runs the next batch meanwhile, on a second server session, so its "
@@ -265,7 +273,7 @@ struct st_mysql_sys_var *system_variables[] = {
     MYSQL_SYSVAR(backlog), MYSQL_SYSVAR(max_connections), MYSQL_SYSVAR(idle_timeout),
     MYSQL_SYSVAR(max_request_size), MYSQL_SYSVAR(max_tokens), MYSQL_SYSVAR(max_open_indexes),
     MYSQL_SYSVAR(max_output_buffer), MYSQL_SYSVAR(output_high_water),
-    MYSQL_SYSVAR(max_requests_per_batch), MYSQL_SYSVAR(max_batch_rows), MYSQL_SYSVAR(commit_overlap), MYSQL_SYSVAR(commit_rejoin_wait), MYSQL_SYSVAR(galera_writes), MYSQL_SYSVAR(max_buffer_memory), MYSQL_SYSVAR(ddl_check_interval),
+    MYSQL_SYSVAR(max_requests_per_batch), MYSQL_SYSVAR(max_batch_rows), MYSQL_SYSVAR(max_turn_rows), MYSQL_SYSVAR(commit_overlap), MYSQL_SYSVAR(commit_rejoin_wait), MYSQL_SYSVAR(galera_writes), MYSQL_SYSVAR(max_buffer_memory), MYSQL_SYSVAR(ddl_check_interval),
     MYSQL_SYSVAR(lock_wait_timeout), MYSQL_SYSVAR(lock_queue_after), MYSQL_SYSVAR(lock_queue_sessions), MYSQL_SYSVAR(character_set), MYSQL_SYSVAR(plain_secret),
     MYSQL_SYSVAR(plain_secret_wr), MYSQL_SYSVAR(require_auth), MYSQL_SYSVAR(anonymous_account),
     MYSQL_SYSVAR(allow_cleartext_passwords), MYSQL_SYSVAR(privilege_check_interval),
@@ -340,6 +348,7 @@ Config config_from_sysvars() {
   c.output_high_water = sv_output_high_water;
   c.max_requests_per_batch = sv_max_requests_per_batch;
   c.max_batch_rows = sv_max_batch_rows;
+  c.max_turn_rows = sv_max_turn_rows;
   c.commit_overlap = sv_commit_overlap;
   c.commit_rejoin_wait_us = sv_commit_rejoin_wait;
   tablesocket::set_galera_writes(sv_galera_writes);

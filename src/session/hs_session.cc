@@ -86,6 +86,7 @@ Hs_session::Exec Hs_session::reply_error(const Store_status &st, Byte_buffer &ou
     case Store_errc::lock_failed: code = 1; msg = "lock_tables"; break;
     case Store_errc::result_too_large: code = 1; msg = "toolarge"; break;
     case Store_errc::too_many_indexes: msg = "toomanyindexes"; break;
+    case Store_errc::too_many_columns: msg = "toomanycolumns"; break;
     case Store_errc::server_shutdown: code = 1; msg = "shutdown"; break;
     case Store_errc::too_many_values: msg = "toomanyvalues"; break;
     case Store_errc::bad_merge: msg = "merge"; break;
@@ -129,7 +130,8 @@ Hs_session::Outcome Hs_session::run(Byte_buffer &in, Byte_buffer &out, unsigned 
     ++done;
   }
   while (!in.empty()) {
-    if (done >= max_requests || store_.batch_budget_spent() || out.size() >= cfg_.output_high_water) return Outcome::yielded;
+    if (done >= max_requests || store_.batch_budget_spent() || store_.turn_spent() ||
+        out.size() >= cfg_.output_high_water) return Outcome::yielded;
     hs::Request req;
     hs::Parse_result pr = hs::parse_request(in.data(), in.size(), limits, scratch_, &req);
     switch (pr.status) {
@@ -236,6 +238,7 @@ Hs_session::Exec Hs_session::exec_auth(const hs::Auth_request &r, Byte_buffer &o
   if (!st.ok()) return reply_error(st, out);
   /* A new account: what was opened for the old one is forgotten (its privileges differ). */
   indexes_.clear();
+  index_bytes_ = 0;
   auth_.forget_previous_account();
   authorized_ = true;
   hs::encode_status(out, 0, "");
@@ -266,7 +269,11 @@ Hs_session::Exec Hs_session::exec_open(const hs::Open_index_request &r, Byte_buf
     /* HandlerSocket replaces an index id only when the new open succeeds. */
     return reply_error(st, out);
   }
-  indexes_[r.index_id] = std::move(idx);
+  auto old = indexes_.find(r.index_id);
+  if (old != indexes_.end()) index_bytes_ -= std::min(index_bytes_, old->second.memory_bytes());  // replaced
+  Open_index &slot = indexes_[r.index_id];
+  slot = std::move(idx);
+  index_bytes_ += slot.memory_bytes();
   hs::encode_status(out, 0, "");
   return Exec::done;
 }
@@ -289,6 +296,7 @@ Hs_session::Exec Hs_session::exec_on_index(const hs::Exec_request &r, Byte_buffe
     return exec_write(idx, r, out);
   }
   counters_.add(counters_.requests_find);
+  if (answers_discarded) return Exec::done;  // a read whose answer nobody will hear
   Find_request fr;
   if (!to_find_request(r, &fr)) {
     reply_client_error(out, 2, "op");

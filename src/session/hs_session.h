@@ -39,6 +39,7 @@ class Hs_session final : public Session {
   bool parked() const override { return parked_; }
   bool awaiting_login() const override { return !auth_.has_account() && login_required(cfg_); }
   void account(std::string *user, std::string *host) const override { auth_.account(user, host); }
+  size_t retained_bytes() const override { return index_bytes_; }
   /* HandlerSocket connections use tablesocket_anonymous_account whenever it is set. */
   static bool login_required(const Config &cfg) { return Auth_state::login_required(cfg, true); }
 
@@ -66,6 +67,7 @@ class Hs_session final : public Session {
   Auth_state auth_;  // before indexes_: their Open_index objects point to its account
   bool authorized_;  // passed the port's shared secret (or needs none)
   std::unordered_map<uint32_t, Open_index> indexes_;
+  size_t index_bytes_ = 0;  // memory_bytes() of indexes_ together
   hs::Parse_scratch scratch_;
   std::string in_bytes_;            // IN values fetched from another index, back to back
   std::vector<Datum> in_values_;

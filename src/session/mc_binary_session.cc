@@ -30,7 +30,7 @@ Session_outcome Mc_session::run_binary(Byte_buffer &in, Byte_buffer &out, unsign
       in.consume(mc::swallow_step(&swallow_, in.size()));
       continue;
     }
-    if (done >= max_requests || store_.batch_budget_spent() || out.size() >= cfg_.output_high_water)
+    if (done >= max_requests || store_.batch_budget_spent() || store_.turn_spent() || out.size() >= cfg_.output_high_water)
       return Session_outcome::yielded;
     mc::Bin_parse_result pr = mc::parse_binary_request(in.data(), in.size(), limits, &bin_rq_);
     switch (pr.status) {
@@ -183,6 +183,7 @@ Mc_session::Exec Mc_session::exec_bin(const Bin_request &rq, Byte_buffer &out) {
 Mc_session::Exec Mc_session::bin_get(const Bin_request &rq, Byte_buffer &out) {
   const bool with_key = rq.op == Bin_op::getk || rq.op == Bin_op::gatk;
   const bool touch = rq.op == Bin_op::touch || rq.op == Bin_op::gat || rq.op == Bin_op::gatk;
+  if (answers_discarded && !touch && !selects_container(rq.key)) return Exec::done;  // nobody to answer
   char extras[4];
   if ((rq.op == Bin_op::get || rq.op == Bin_op::getk) && selects_container(rq.key)) {
     /* "@@name", as the text protocol's "get @@name". */

@@ -500,7 +500,8 @@ Session_outcome Mc_session::run(Byte_buffer &in, Byte_buffer &out, unsigned max_
       in.consume(mc::swallow_step(&swallow_, in.size()));
       continue;
     }
-    if (done >= max_requests || store_.batch_budget_spent() || out.size() >= cfg_.output_high_water) return Session_outcome::yielded;
+    if (done >= max_requests || store_.batch_budget_spent() || store_.turn_spent() ||
+        out.size() >= cfg_.output_high_water) return Session_outcome::yielded;
     mc::Mc_parse_result pr = mc::parse_request(in.data(), in.size(), limits, &rq_);
     switch (pr.status) {
       case mc::Mc_parse_status::need_more:
@@ -629,6 +630,9 @@ Mc_session::Exec Mc_session::execute(const Mc_request &rq, Byte_buffer &out) {
 Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
   const bool with_cas = rq.command == Mc_command::gets || rq.command == Mc_command::gats;
   const bool touch = rq.command == Mc_command::gat || rq.command == Mc_command::gats;
+  if (answers_discarded && !touch &&
+      std::none_of(rq.keys.begin(), rq.keys.end(), [](std::string_view k) { return selects_container(k); }))
+    return Exec::done;  // nobody to answer (a "get @@name" still switches the container)
   /* Everything is looked up before anything is written to out, so that a lock wait can park and
      re-run the whole request. */
   clear_items();
@@ -920,6 +924,7 @@ Mc_session::Exec Mc_session::exec_stats(const Mc_request &rq, Byte_buffer &out) 
 /* ---- meta commands ---- */
 
 Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
+  if (answers_discarded && !rq.meta.has_ttl && !rq.meta.vivify) return Exec::done;  // nobody to answer
   std::string_view row_key;
   Store_status st;
   Open_container *oc = resolve(rq.key(), &row_key, &st);

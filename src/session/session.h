@@ -29,6 +29,13 @@ class Session {
   virtual void account(std::string *user, std::string *host) const { user->clear(); host->clear(); }
   /* True while the connection may do nothing until it logs in (tablesocket_require_auth). */
   virtual bool awaiting_login() const { return false; }
+  /* Heap the session keeps between requests (e.g. HandlerSocket's open indexes), counted with the
+     connection's buffers against tablesocket_max_buffer_memory. */
+  virtual size_t retained_bytes() const { return 0; }
+
+  /* Set once the peer is gone (reset): nobody will read the answers, so requests that only read
+     are skipped; writes it sent still run. */
+  bool answers_discarded = false;
 
   /* Set when a write of this session succeeded in the current batch; the worker clears it after
      the batch commits (and closes the connection if the commit failed). */

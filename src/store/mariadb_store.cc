@@ -979,6 +979,9 @@ Store_status Mariadb_store::open_index(const Index_spec &spec, Open_index &out) 
   idx.unique_on_first_column_ = spec.unique_on_first_column;
   idx.principal_ = spec.principal;
   idx.index_name_.assign(spec.index);
+  auto count_names = [](std::string_view s) { return s.empty() ? 0 : size_t(std::count(s.begin(), s.end(), ',')) + 1; };
+  if (count_names(spec.columns) > kMaxIndexColumns || count_names(spec.filter_columns) > kMaxIndexColumns)
+    return Store_status::of(Store_errc::too_many_columns);
   if (!split_names(spec.columns, idx.column_names_) || !split_names(spec.filter_columns, idx.filter_names_))
     return Store_status::of(Store_errc::column_not_found);  // idx's destructor drops the reference
   Store_status st;

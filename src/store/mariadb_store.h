@@ -216,6 +216,8 @@ class Mariadb_store final : public Store {
   size_t open_table_count() const override { return open_tables_; }
   uint64_t reads_of_written_tables() const override { return reads_of_written_; }
   bool batch_budget_spent() const override { return rows_examined_ >= max_batch_rows_ || batch_full_; }
+  void begin_turn(uint64_t max_rows) override { turn_end_ = rows_examined_ + max_rows; }
+  bool turn_spent() const override { return rows_examined_ >= turn_end_; }
   void close_batch_to_writes() override { if (in_batch_) writes_closed_ = true; }
   /* Until the commit thread holds the backup commit lock: one handed off without it (a backup
      held it at the hand-off) tries it only when it runs, and then waits. */
@@ -475,6 +477,7 @@ class Mariadb_store final : public Store {
   /* How long a slot closed for a waiting lock stays closed to writes (Table_slot::yielded_until_ms):
      longer than a check interval, so that every worker has given the table up at once. */
   uint64_t yield_backoff_ms_;
+  uint64_t turn_end_ = ~uint64_t(0);  // rows_examined_ at which the current connection's turn ends
   uint64_t rows_examined_ = 0;  // in the current batch (index reads, whatever became of the row)
   /* THDs. owner_ opens and closes the tables and holds their metadata locks; a batch runs on
      thd_, one of batch_thds_: with commit overlap, a batch that wrote is committed on the other

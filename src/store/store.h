@@ -36,6 +36,7 @@ enum class Store_errc : uint8_t {
   handler_error,          // the storage engine returned handler_error
   result_too_large,       // the reply would exceed max_output_buffer
   too_many_indexes,       // max_open_indexes reached on this connection
+  too_many_columns,       // an open index lists more than kMaxIndexColumns columns (or filter columns)
   server_shutdown,
   too_many_values,        // more values than the open index has columns
   bad_merge,              // merge needs an IN list on key part 0 (the groups)
@@ -91,6 +92,11 @@ struct Login_request {
 };
 
 /* What a client asked to open. Strings are only read during open_index(). */
+/* The most columns (and, separately, filter columns) an open index may list: MariaDB's own limit on
+   the columns of a table (MAX_FIELDS), so only a list that repeats names can be longer. Checked
+   before the names are copied. */
+constexpr size_t kMaxIndexColumns = 4096;
+
 struct Index_spec {
   std::string_view db, table, index;          // index: name, "PRIMARY", "" (= PRIMARY) or a number
   std::string_view columns, filter_columns;   // comma-separated lists
@@ -117,6 +123,17 @@ class Open_index {
   bool valid() const { return store_ != nullptr; }
   size_t ncolumns() const { return column_names_.size(); }
   size_t nfilter_columns() const { return filter_names_.size(); }
+  /* Heap this open index holds (its names and field numbers), for its connection's share of
+     tablesocket_max_buffer_memory. An estimate: containers' own overheads are approximated. */
+  size_t memory_bytes() const {
+    auto names = [](const std::vector<std::string> &v) {
+      size_t n = v.capacity() * sizeof(std::string);
+      for (const std::string &s : v) n += s.capacity() >= sizeof(std::string) / 2 ? s.capacity() + 1 : 0;
+      return n;
+    };
+    return sizeof(*this) + 64 + index_name_.capacity() + names(column_names_) + names(filter_names_) +
+           names(denied_messages_) + (columns_.capacity() + filter_columns_.capacity()) * sizeof(uint16_t);
+  }
 
  private:
   friend class Mariadb_store;
@@ -293,6 +310,10 @@ class Store {
      then ends the batch (commits, lets DDL through) and runs the remaining requests in the next
      one, so one client's scans delay the others by about one request, not a pipeline of them. */
   virtual bool batch_budget_spent() const = 0;
+  /* One connection's turn in a batch: it may examine about max_rows rows (its requests that began
+     before then run to the end) before turn_spent() says to let the other connections go first. */
+  virtual void begin_turn(uint64_t max_rows) = 0;
+  virtual bool turn_spent() const = 0;
   /* The open batch takes no more writes: until it ends, a request that would write answers
      table_busy before it changes anything (its session parks it; it runs in a later batch). For a
      batch kept open behind a commit that takes long (one waiting at BACKUP STAGE BLOCK_COMMIT, a

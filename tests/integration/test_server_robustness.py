@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 import selectors
 import socket
+import struct
 import threading
 import os
 import time
@@ -808,3 +809,137 @@ def test_a_waiting_lock_tables_read_is_not_starved_by_two_workers(request):
                 th.join(60)
         assert not errors, errors[:5]
         assert worst["lock"] < 3.0 and worst["read"] < 3.0, worst
+
+
+def test_a_request_trickling_in_is_closed_after_the_idle_timeout(request):
+    """A byte now and then keeps a connection from being idle, but a request still incomplete an
+    idle timeout after its first byte closes it (one slow client per connection slot would
+    otherwise hold every slot forever). A client that keeps completing requests, each packet
+    ending in the middle of the next one, is served on."""
+    with h.private_server(request, "trickle", ["--tablesocket-idle-timeout=1", "--tablesocket-threads=1"]) as s:
+        _life_table(s)
+        hs_trickle = h.hs_open(s.hs_port, "life", "k,v")
+        mc_trickle = h.HSConn(s.mc_port)
+        bin_trickle = h.HSConn(s.mc_port)
+        steady = h.hs_open(s.hs_port, "life", "k,v")
+        before = h.status(s)
+        t0 = time.monotonic()
+        pieces = {hs_trickle: b"1\t=\t1\t1\t1\t0" * 10, mc_trickle: b"get " + b"k" * 60,
+                  bin_trickle: b"\x80\x00\x00\x05" + b"\x00" * 40}
+        closed_at: dict[str, float] = {}
+        names = {hs_trickle: "hs", mc_trickle: "mc", bin_trickle: "binary"}
+        req = b"1\t=\t1\t2\n"
+        i = 0
+        while time.monotonic() - t0 < 4.0 and len(closed_at) < 3:
+            for c, data in pieces.items():
+                if names[c] in closed_at:
+                    continue
+                try:
+                    c.sock.sendall(data[i:i + 1])
+                except OSError:
+                    closed_at[names[c]] = time.monotonic() - t0
+                    continue
+                if h.closed_now(c):
+                    closed_at[names[c]] = time.monotonic() - t0
+            # the steady client: each send completes the request begun by the last one and begins another
+            steady.sock.sendall(req[4:] + req[:4] if i else req + req[:4])
+            assert steady.recv_line(timeout=2.0) == b"0\t2\t2\tv2\n", "a client completing its requests was cut off"
+            i += 1
+            time.sleep(0.2)
+        print(f"closed after (s): {closed_at}")
+        assert set(closed_at) == {"hs", "mc", "binary"}, f"trickling requests not closed: {closed_at}"
+        assert all(0.9 <= t <= 3.5 for t in closed_at.values()), closed_at
+        assert h.status(s)["tablesocket_timeouts"] >= before["tablesocket_timeouts"] + 3
+        steady.sock.sendall(req[4:])
+        assert steady.recv_line(timeout=2.0) == b"0\t2\t2\tv2\n"
+        for c in (hs_trickle, mc_trickle, bin_trickle, steady):
+            c.close()
+
+
+def test_reads_a_reset_connection_sent_are_skipped_and_its_writes_still_run(request):
+    """Once the peer has reset the connection nobody hears the answers: the reads it had sent are
+    skipped rather than run for minutes at the other clients' expense; its writes still run."""
+    with h.private_server(request, "resetreads", ["--tablesocket-threads=1"]) as s:
+        s.exec_sql("CREATE TABLE wide (k int primary key, v varchar(32)) ENGINE=InnoDB")
+        s.executemany("INSERT INTO wide VALUES (%s, %s)", [(k, f"v{k}") for k in range(1, 2001)])
+        scans = 3000
+        before = h.status(s)["tablesocket_rows_read"]
+        c = h.hs_open(s.hs_port_wr, "wide", "k,v")
+        c.sock.sendall(b"1\t>=\t1\t0\t1000\t0\n" * scans + b"1\t+\t2\t999999\tafter reset\n")
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.sock.close()  # a reset, with the replies unread
+        deadline = time.monotonic() + 30
+        while not s.sql("SELECT v FROM wide WHERE k = 999999"):
+            assert time.monotonic() < deadline, "the write sent before the reset never ran"
+            time.sleep(0.05)
+        read = h.status(s)["tablesocket_rows_read"] - before
+        print(f"rows read for the reset connection: {read} of {scans * 1000}")
+        assert read < scans * 1000 // 2, f"the reset connection's scans ran anyway: {read} rows read"
+        with h.hs_open(s.hs_port, "wide", "k,v") as probe:
+            assert probe.request("1\t=\t1\t999999\n") == b"0\t2\t999999\tafter reset\n"
+
+
+def test_one_clients_pipelined_scans_hold_the_others_up_about_one_turn(request):
+    """A client pipelining 1000-row scans gets one turn of tablesocket_max_turn_rows rows, then the
+    worker's other connections go: a lookup sent behind 100 queued scans is answered after a few
+    of them, not after a whole batch of them."""
+    with h.private_server(request, "turns", ["--tablesocket-threads=1"]) as s:
+        s.exec_sql("CREATE TABLE wide (k int primary key, v varchar(32)) ENGINE=InnoDB")
+        s.executemany("INSERT INTO wide VALUES (%s, %s)", [(k, f"v{k}") for k in range(1, 2001)])
+        assert h.variable(s, "tablesocket_max_turn_rows") == "1000"
+        heavy = h.hs_open(s.hs_port, "wide", "k,v")
+        probe = h.hs_open(s.hs_port, "wide", "k,v")
+        heavy.sock.sendall(b"1\t>=\t1\t0\t1000\t0\n" * 100)
+        time.sleep(0.002)
+        probe.sock.sendall(b"1\t=\t1\t7\n")
+        assert probe.recv_line(timeout=10.0) == b"0\t2\t7\tv7\n"
+        heavy.sock.setblocking(False)  # the scans answered before the probe was (replies to reads go out at once)
+        try:
+            while chunk := heavy.sock.recv(1 << 20):
+                heavy.buf += chunk
+        except BlockingIOError:
+            pass
+        heavy.sock.setblocking(True)
+        at_probe = heavy.buf.count(b"\n")
+        print(f"scans answered when the probe was: {at_probe} of 100")
+        assert at_probe < 50, f"the probe waited for {at_probe} of the other client's scans"
+        got = heavy.recv_lines(100, timeout=30.0)
+        assert len(got) == 100 and all(line.startswith(b"0\t2\t1\tv1\t2\tv2\t") for line in got)
+        heavy.close()
+        probe.close()
+
+
+def test_open_indexes_count_against_the_buffer_memory_limit(request):
+    """P copies its column list: more than 4096 columns (the most a table has) is refused, and a
+    connection whose open indexes grow past tablesocket_max_buffer_memory is closed like one
+    whose buffers do, instead of holding gigabytes."""
+    with h.private_server(request, "idxmem", ["--tablesocket-threads=1",
+                                               "--tablesocket-max-buffer-memory=16777216"]) as s:
+        _life_table(s)
+        c = h.HSConn(s.hs_port)
+        assert c.request("P\t1\ttest\tlife\tPRIMARY\t" + ",".join(["k"] * 4097) + "\n") == b"2\t1\ttoomanycolumns\n"
+        assert c.request("P\t1\ttest\tlife\tPRIMARY\tk\t" + ",".join(["v"] * 4097) + "\n") == b"2\t1\ttoomanycolumns\n"
+        assert c.request("1\t=\t1\t1\n") == b"2\t1\tstmtnum\n"  # the refused open left nothing behind
+        wide = "P\t{}\ttest\tlife\tPRIMARY\t" + ",".join(["k", "v"] * 2048) + "\n"
+        assert c.request(wide.format(1)) == b"0\t1\n"
+        reply = c.request("1\t=\t1\t3\n")
+        assert reply == b"0\t4096\t" + b"\t".join([b"3", b"v3"] * 2048) + b"\n"
+        before = h.status(s)["tablesocket_buffer_memory_closes"]
+        opened = 1
+        closed = False
+        for i in range(2, 400):
+            try:
+                c.sock.sendall(wide.format(i).encode())
+                if c.recv_line(timeout=5.0) != b"0\t1\n":
+                    break
+            except (OSError, EOFError):
+                closed = True
+                break
+            opened += 1
+        closed = closed or h.closed_now(c) or h.wait_closed(c, 2.0) is not None
+        print(f"indexes open when the connection was closed: {opened}")
+        assert closed and opened < 300, f"{opened} wide indexes open and the connection still up"
+        assert h.status(s)["tablesocket_buffer_memory_closes"] == before + 1
+        with h.hs_open(s.hs_port, "life", "k,v") as other:
+            assert other.request("1\t=\t1\t1\n") == b"0\t2\t1\tv1\n"
+        c.close()
