@@ -296,7 +296,7 @@ bool Worker::enforce_buffer_memory(Connection &c) {
 }
 
 void Worker::read_input(Connection &c) {
-  if (c.in.empty()) c.request_since_ms = now_ms_;  // whatever comes now starts a request
+  if (c.in.empty() && !(c.session && c.session->mid_request())) c.request_since_ms = now_ms_;  // what comes now starts a request
   if (c.transport != Transport::plain)
     read_input_unsettled(c);
   else
@@ -677,7 +677,8 @@ void Worker::check_idle(uint64_t now) {
     /* A request still incomplete an idle timeout after it began to arrive (a byte now and then
        keeps last_io fresh): the connection is closed as an idle one is. Not while its replies are
        held back for a client that does not read them (its input then waits for us). */
-    if (!c->in.empty() && c->out.size() < cfg_.output_high_water && now - c->request_since_ms > idle_limit) {
+    if ((!c->in.empty() || (c->session && c->session->mid_request())) && c->out.size() < cfg_.output_high_water &&
+        now - c->request_since_ms > idle_limit) {
       counters_.add(counters_.timeouts);
       close_connection(*c);
     }
@@ -973,7 +974,7 @@ void Worker::serve(Store &store) {
         store.begin_turn(cfg_.max_turn_rows);
         Session_outcome o = c->session->run(c->in, c->out, cfg_.max_requests_per_batch);
         store.set_requester(nullptr);
-        if (c->in.size() != in_before) c->request_since_ms = now_ms_;  // requests completed: the next begins
+        if (c->in.size() != in_before && !c->session->mid_request()) c->request_since_ms = now_ms_;  // the next request begins
         if (counters_.requests() != requests_before) {
           const bool wrote = c->session->wrote_in_batch && !wrote_before;
           if (wrote) c->depth1 = counters_.requests() - requests_before == 1 && c->in.empty();

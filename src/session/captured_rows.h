@@ -34,6 +34,12 @@ class Captured_rows final : public Row_sink {
     cells_.clear();
     bytes_.clear();
   }
+  /* Forgets the rows, and gives the memory back where a buffer holds more than keep bytes. */
+  void trim(size_t keep) {
+    clear();
+    if (bytes_.capacity() > keep) std::string().swap(bytes_);
+    if (cells_.capacity() * sizeof(Cell) > keep) std::vector<Cell>().swap(cells_);
+  }
   size_t ncols() const { return ncols_; }
   size_t nrows() const { return cells_.size() / ncols_; }
   size_t ncells() const { return cells_.size(); }

@@ -481,7 +481,20 @@ Session_outcome Mc_session::run(Byte_buffer &in, Byte_buffer &out, unsigned max_
     binary_ = mc::starts_binary_request(in.data(), in.size());
     negotiated_ = true;
   }
-  if (binary_) return run_binary(in, out, max_requests);
+  const Session_outcome o = binary_ ? run_binary(in, out, max_requests) : run_text(in, out, max_requests);
+  /* Items are per request (a parked one is looked up again): none is kept between runs, and the
+     capture buffer gives back what one large value made it take, so an idle connection holds
+     kilobytes, not the megabyte of the largest value it ever read. */
+  clear_items();
+  capture_.trim(64 << 10);
+  if (items_.capacity() > 1024) {  // a get of thousands of keys
+    std::vector<Item>().swap(items_);
+    std::vector<Open_container *>().swap(owners_);
+  }
+  return o;
+}
+
+Session_outcome Mc_session::run_text(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) {
   mc::Mc_limits limits;
   limits.max_value_size = uint32_t(cfg_.mc_max_value_size);
   limits.max_keys = cfg_.max_tokens;

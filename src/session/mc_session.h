@@ -33,6 +33,7 @@ class Mc_session final : public Session {
   Session_outcome run(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) override;
   bool parked() const override { return parked_; }
   bool awaiting_login() const override { return !auth_.has_account() && login_required(cfg_); }
+  bool mid_request() const override { return swallow_ != 0; }
   void account(std::string *user, std::string *host) const override { auth_.account(user, host); }
   /* With require_auth, memcached clients log in as memcached's -Y mode has them; the anonymous
      account applies to them only while require_auth is off. */
@@ -135,6 +136,7 @@ class Mc_session final : public Session {
 
   /* ---- the binary protocol (mc_binary_session.cc) ---- */
   Session_outcome run_binary(Byte_buffer &in, Byte_buffer &out, unsigned max_requests);
+  Session_outcome run_text(Byte_buffer &in, Byte_buffer &out, unsigned max_requests);
   Exec exec_bin(const mc::Bin_request &rq, Byte_buffer &out);
   Exec bin_get(const mc::Bin_request &rq, Byte_buffer &out);
   Exec bin_store(const mc::Bin_request &rq, Byte_buffer &out);
@@ -172,7 +174,7 @@ class Mc_session final : public Session {
   bool negotiated_ = false;  // the first bytes were looked at (binary protocol or text)
   bool binary_ = false;      // the connection speaks the binary protocol (its first byte was 0x80)
   mc::Bin_request bin_rq_, parked_bin_;
-  uint64_t swallow_ = 0;
+  uint64_t swallow_ = 0;  // bytes of a refused request's data still to skip
   std::vector<Item> items_;
   std::vector<std::string> spare_values_;  // value buffers of earlier items, reused
   Captured_rows capture_;                  // rows of the current lookup, reused

@@ -32,6 +32,9 @@ class Session {
   /* Heap the session keeps between requests (e.g. HandlerSocket's open indexes), counted with the
      connection's buffers against tablesocket_max_buffer_memory. */
   virtual size_t retained_bytes() const { return 0; }
+  /* True while a request's bytes are still being consumed as they come (memcached skipping the
+     data of a refused store): its input may be empty and the request still not over. */
+  virtual bool mid_request() const { return false; }
 
   /* Set once the peer is gone (reset): nobody will read the answers, so requests that only read
      are skipped; writes it sent still run. */
