@@ -70,6 +70,24 @@ TEST(CapturedRows, ZeroColumnsCountAsOne) {
   EXPECT_EQ(rows.nrows(), 1u);
 }
 
+TEST(CapturedRows, TrimGivesBackWhatALargeValueTookAndKeepsSmallBuffers) {
+  Captured_rows rows;
+  rows.begin(1);
+  rows.value("small", 5);
+  rows.trim(64 << 10);
+  EXPECT_EQ(rows.nrows(), 0u);
+  const size_t small = rows.capacity_bytes();
+  EXPECT_GT(small, 0u);  // kept: reused by the next request without allocating
+  const std::string big(1 << 20, 'x');
+  rows.value(big.data(), big.size());
+  EXPECT_GE(rows.capacity_bytes(), big.size());
+  rows.trim(64 << 10);
+  EXPECT_EQ(rows.nrows(), 0u);
+  EXPECT_LT(rows.capacity_bytes(), size_t(64 << 10));
+  rows.value("again", 5);
+  EXPECT_EQ(rows.cell(0), "again");
+}
+
 TEST(DefaultWorkerThreads, IsTheNumberOfCpusInTheAffinityMask) {
   cpu_set_t set;
   CPU_ZERO(&set);
