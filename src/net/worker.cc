@@ -5,7 +5,9 @@
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <linux/sockios.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -319,7 +321,10 @@ void Worker::read_plain(Connection &c) {
     }
     if (n == 0) { c.read_closed = true; break; }
     if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (c.peer_gone) c.read_closed = true;  // after a reset nothing more comes (and epoll no longer watches it)
+      break;
+    }
     peer_reset(c);
     return;
   }
@@ -328,18 +333,30 @@ void Worker::read_plain(Connection &c) {
 
 void Worker::peer_reset(Connection &c) {
   if (c.dead) return;
+  if (c.peer_gone) {  // reading what it had sent before the reset came to the reset itself
+    c.read_closed = true;
+    return;
+  }
   /* A request waiting for a lock is given up (nobody will hear its answer; a write queued for a
      row lock is cancelled), and with it what came after it. */
-  if (c.in.empty() || !c.session || c.tls || parked(c)) {
+  if (!c.session || c.tls || parked(c)) {
     close_connection(c);
     return;
   }
-  c.read_closed = true;
   c.peer_gone = true;
   c.session->answers_discarded = true;  // its reads are skipped; its writes still run
   c.out.clear();
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);  // its error would be reported every loop
   c.registered = 0;
+  /* What the kernel received before the reset is still there to read, beyond what the input
+     buffer holds (a pipeline of megabytes): it is read as the session consumes its input
+     (serve()), and runs as if the client had closed after sending it. */
+  if (!c.read_closed) read_plain(c);
+  if (c.dead) return;
+  if (c.in.empty() && c.read_closed) {
+    close_connection(c);
+    return;
+  }
   mark_pending(c);
 }
 
@@ -670,6 +687,15 @@ void Worker::check_idle(uint64_t now) {
     }
     if (!idle_limit || parked(*c) || c->pending || c->commit_wait) continue;
     if (now - c->last_io_ms > idle_limit) {
+      /* Replies still in the kernel's send queue that the client reads, slowly, are traffic too:
+         while that queue keeps shrinking the connection is not idle (a client reading megabytes
+         of replies at a few kB/s gets no EPOLLOUT, and no send, for a long time). */
+      int queued = 0;
+      if (ioctl(c->fd.get(), SIOCOUTQ, &queued) == 0 && queued > 0 && uint64_t(queued) != c->kernel_queued) {
+        c->kernel_queued = uint64_t(queued);
+        c->last_io_ms = now;
+        continue;
+      }
       counters_.add(counters_.timeouts);
       close_connection(*c);
       continue;
@@ -975,6 +1001,7 @@ void Worker::serve(Store &store) {
         Session_outcome o = c->session->run(c->in, c->out, cfg_.max_requests_per_batch);
         store.set_requester(nullptr);
         if (c->in.size() != in_before && !c->session->mid_request()) c->request_since_ms = now_ms_;  // the next request begins
+        if (c->peer_gone && !c->read_closed && !c->dead) read_plain(*c);  // the rest of what it sent before its reset
         if (counters_.requests() != requests_before) {
           const bool wrote = c->session->wrote_in_batch && !wrote_before;
           if (wrote) c->depth1 = counters_.requests() - requests_before == 1 && c->in.empty();

@@ -68,6 +68,7 @@ struct Connection {
      buffer) or the one before it completed: a request arriving for longer than the idle timeout
      closes the connection, however often its bytes trickle in. */
   uint64_t request_since_ms = 0;
+  uint64_t kernel_queued = 0;  // bytes in the socket's send queue when the idle check last looked
   uint64_t id = 0;             // the server's connection number
 };
 

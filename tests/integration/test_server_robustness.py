@@ -21,6 +21,8 @@ import random
 import selectors
 import socket
 import struct
+import fcntl
+import termios
 import threading
 import os
 import time
@@ -946,3 +948,61 @@ def test_open_indexes_count_against_the_buffer_memory_limit(request):
         with h.hs_open(s.hs_port, "life", "k,v") as other:
             assert other.request("1\t=\t1\t1\n") == b"0\t2\t1\tv1\n"
         c.close()
+
+
+def test_a_client_reading_its_replies_slowly_is_not_idle(request):
+    """Replies the kernel holds for a client that reads them slowly (no EPOLLOUT, no send for
+    longer than the idle timeout) are traffic: the connection is not closed as idle while the
+    socket's send queue keeps shrinking, and every reply arrives."""
+    with h.private_server(request, "slowreader", ["--tablesocket-idle-timeout=1", "--tablesocket-threads=1"]) as s:
+        s.exec_sql("CREATE TABLE wide (k int primary key, v varchar(200)) ENGINE=InnoDB")
+        s.executemany("INSERT INTO wide VALUES (%s, %s)", [(k, f"{k:0100d}") for k in range(1, 1001)])
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)  # the replies wait on the server's side
+        sock.settimeout(5.0)
+        sock.connect(("127.0.0.1", s.hs_port))
+        sock.sendall(b"P\t1\ttest\twide\tPRIMARY\tk,v\n")
+        n, rate = 45, 400_000  # about 4.7 MB of replies, more than the kernel's buffers, read at 400 kB/s
+        sock.sendall(b"1\t>=\t1\t0\t1000\t0\n" * n)
+        data = bytearray()
+        t0 = time.monotonic()
+        while data.count(b"\n") < n + 1:
+            chunk = sock.recv(65536)
+            got = data.count(b"\n")
+            assert chunk, f"closed after {time.monotonic() - t0:.1f} s with {got} of {n} replies read"
+            data += chunk
+            time.sleep(len(chunk) / rate)
+        lines = bytes(data).split(b"\n")
+        assert lines[0] == b"0\t1"
+        assert all(line.startswith(b"0\t2\t1\t" + b"0" * 99 + b"1\t2\t") for line in lines[1:n + 1])
+        print(f"{n} replies, {len(data)} bytes, read in {time.monotonic() - t0:.1f} s")
+        sock.close()
+
+
+def test_a_reset_connections_writes_beyond_the_input_buffer_still_run(request):
+    """After a reset the kernel still holds what the client had sent (here megabytes, past the
+    server's input buffer): it is read and its writes run, as if the client had only closed."""
+    with h.private_server(request, "resetbig", ["--tablesocket-threads=1"]) as s:
+        s.exec_sql("CREATE TABLE wide (k int primary key, v varchar(200)) ENGINE=InnoDB")
+        s.executemany("INSERT INTO wide VALUES (%s, %s)", [(k, f"{k:0100d}") for k in range(1, 1001)])
+        c = h.HSConn(s.hs_port_wr)
+        assert c.request("P\t1\ttest\twide\tPRIMARY\tk,v\tv\n") == b"0\t1\n"
+        scan = b"1\t>=\t1\t0\t1000\t0\tF\t=\t0\tnone\n"  # examines 1000 rows, answers none: slow, small replies
+        rounds = 10
+        pipeline = b"".join(scan * 8000 + f"1\t+\t2\t{100000 + r}\tafter\n".encode() for r in range(rounds))
+        c.sock.settimeout(60)
+        c.sock.sendall(pipeline)  # ~2.4 MB, more than the input buffer (1 MiB + 16 KiB) takes
+        deadline = time.monotonic() + 60
+        while True:  # everything has left the client: the rest is in the server's receive queue
+            queued = struct.unpack("i", fcntl.ioctl(c.sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+            if queued == 0:
+                break
+            assert time.monotonic() < deadline, f"{queued} bytes never left the client"
+            time.sleep(0.01)
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.sock.close()
+        deadline = time.monotonic() + 60
+        while len(s.sql("SELECT k FROM wide WHERE k >= 100000")) < rounds:
+            assert time.monotonic() < deadline, f"writes lost: {s.sql('SELECT k FROM wide WHERE k >= 100000')}"
+            time.sleep(0.05)
+        assert s.sql("SELECT COUNT(*) FROM wide WHERE k >= 100000 AND v = 'after'") == [(str(rounds),)]
