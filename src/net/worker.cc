@@ -4,8 +4,8 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <linux/sockios.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>

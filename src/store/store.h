@@ -91,12 +91,12 @@ struct Login_request {
   const unsigned char *nonce = nullptr;  // native: the 20 bytes the client was challenged with
 };
 
-/* What a client asked to open. Strings are only read during open_index(). */
 /* The most columns (and, separately, filter columns) an open index may list: MariaDB's own limit on
    the columns of a table (MAX_FIELDS), so only a list that repeats names can be longer. Checked
    before the names are copied. */
 constexpr size_t kMaxIndexColumns = 4096;
 
+/* What a client asked to open. Strings are only read during open_index(). */
 struct Index_spec {
   std::string_view db, table, index;          // index: name, "PRIMARY", "" (= PRIMARY) or a number
   std::string_view columns, filter_columns;   // comma-separated lists
