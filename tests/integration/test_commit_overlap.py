@@ -934,7 +934,9 @@ def test_depth1_writers_a_commit_answered_share_the_next_commit(request, wait_us
         if wait_us:
             assert commits <= rounds + 3, commits  # the first rounds may split; then one group
         else:
-            assert commits >= rounds * 3 // 2, commits  # two groups taking turns
+            # without the wait some rounds split (58-208 commits on a developer box, 40 once in
+            # CI): how many is timing, so the control only asks that it is not one per round
+            assert commits > rounds, commits
         for c in [*conns, r]:
             c.close()
 
