@@ -23,6 +23,7 @@ struct Config {
   unsigned threads = 0;         // epoll worker threads; 0: default_worker_threads() (resolved at plugin init)
   unsigned backlog = 1024;
   unsigned max_connections = 10000;
+  unsigned max_connections_per_host = 0;  // TCP connections from one client address; 0 = no limit
   unsigned idle_timeout_s = 600;        // 0 = never
   size_t max_request_size = 1 << 20;    // one request line
   unsigned max_tokens = 10000;          // tokens in one request line

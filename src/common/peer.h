@@ -15,6 +15,9 @@ struct Peer {
   socklen_t addr_len = 0;
   std::string ip;           // numeric remote address ("127.0.0.1", "::1"); "" for a unix socket
   bool unix_socket = false;
+  /* The connection holds one of its address's tablesocket_max_connections_per_host slots (the
+     network layer gives it back at close). */
+  bool host_slot = false;
 
   /* Set by the network layer once a TLS handshake completed on this connection. */
   bool tls = false;

@@ -11,6 +11,7 @@ namespace tablesocket {
 #define TABLESOCKET_COUNTERS(X)                                         \
   X(connections_total, "connections accepted")                          \
   X(connections_rejected, "connections refused over max_connections")   \
+  X(connections_rejected_per_host, "connections refused over max_connections_per_host") \
   X(requests_open, "open_index (P) requests")                           \
   X(requests_find, "find requests")                                     \
   X(requests_insert, "insert requests")                                 \

@@ -20,7 +20,7 @@
 
 namespace tablesocket {
 
-Server::Server(const Config &cfg) : cfg_(cfg) {}
+Server::Server(const Config &cfg) : cfg_(cfg), host_slots(cfg.max_connections_per_host) {}
 
 Server::~Server() { stop(); }
 
@@ -202,22 +202,10 @@ void Server::accept_ready(Port &p) {
     }
     acceptor_counters_.add(acceptor_counters_.connections_total);
     if (live_connections.load(std::memory_order_relaxed) >= int64_t(cfg_.max_connections)) {
-      static const char hs_msg[] = "1\t1\ttoomanyconnections\n";
-      static const char mc_msg[] = "SERVER_ERROR too many open connections\r\n";
-      if (p.protocol == Protocol::mc)
-        (void)!::send(fd, mc_msg, sizeof mc_msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-      else
-        (void)!::send(fd, hs_msg, sizeof hs_msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-      ::close(fd);
+      refuse(p, fd, "");
       acceptor_counters_.add(acceptor_counters_.connections_rejected);
       continue;
     }
-    int one = 1;
-    if (p.unix_path.empty()) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    Worker *best = workers_[0].get();
-    for (auto &w : workers_)
-      if (w->load() < best->load()) best = w.get();
-    live_connections.fetch_add(1, std::memory_order_relaxed);
     if (!p.unix_path.empty()) {
       peer.unix_socket = true;
       peer.addr = sockaddr_storage{};
@@ -227,9 +215,34 @@ void Server::accept_ready(Port &p) {
       if (getnameinfo(reinterpret_cast<sockaddr *>(&peer.addr), peer.addr_len, host, sizeof host, nullptr, 0,
                       NI_NUMERICHOST) == 0)
         peer.ip = host;
+      /* Unix-socket clients are local and share no address: only TCP clients are counted. */
+      if (host_slots.enabled()) {
+        if (!host_slots.take(peer.ip)) {
+          refuse(p, fd, " from this address");
+          acceptor_counters_.add(acceptor_counters_.connections_rejected_per_host);
+          continue;
+        }
+        peer.host_slot = true;
+      }
     }
+    int one = 1;
+    if (p.unix_path.empty()) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    Worker *best = workers_[0].get();
+    for (auto &w : workers_)
+      if (w->load() < best->load()) best = w.get();
+    live_connections.fetch_add(1, std::memory_order_relaxed);
     best->hand_off(fd, &p, peer);
   }
+}
+
+/* A connection over a limit gets one line saying so (HandlerSocket's error form, or memcached's
+   SERVER_ERROR) and is closed; `what` follows "too many open connections" on memcached's. */
+void Server::refuse(const Port &p, int fd, const char *what) {
+  std::string msg = p.protocol == Protocol::mc
+                        ? std::string("SERVER_ERROR too many open connections") + what + "\r\n"
+                        : std::string("1\t1\ttoomanyconnections\n");
+  (void)!::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::close(fd);
 }
 
 std::vector<Connection_info> Server::connections(unsigned timeout_ms) const {

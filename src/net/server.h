@@ -15,6 +15,7 @@
 #include "common/conn_info.h"
 #include "common/stats.h"
 #include "net/fd.h"
+#include "net/host_slots.h"
 #include "net/tls.h"
 #include "session/hs_session.h"
 
@@ -63,6 +64,7 @@ class Server final : public Counters_source {
   bool register_port(std::unique_ptr<Port> p, std::string *error);
   void accept_loop();
   void accept_ready(Port &p);
+  void refuse(const Port &p, int fd, const char *what);
 
   Config cfg_;
   std::unique_ptr<Tls_context> tls_;  // outlives the workers (they are joined in stop())
@@ -78,6 +80,13 @@ class Server final : public Counters_source {
  public:
   /* Connections alive across all workers (checked against max_connections at accept). */
   std::atomic<int64_t> live_connections{0};
+  /* Slots per client address (tablesocket_max_connections_per_host). */
+  Host_slots host_slots;
+  /* A connection handed to a worker is gone: its place in live_connections and its address's slot. */
+  void connection_gone(const Peer &peer) {
+    live_connections.fetch_sub(1, std::memory_order_relaxed);
+    if (peer.host_slot) host_slots.give_back(peer.ip);
+  }
   /* Bytes allocated by every connection's input and output buffers (checked against
      max_buffer_memory when a connection's buffers grow). */
   std::atomic<int64_t> buffer_bytes{0};

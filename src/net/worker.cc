@@ -147,7 +147,7 @@ void Worker::run() {
   for (auto &h : handoff_) {
     ::close(h.fd);
     counters_.connections.fetch_sub(1, std::memory_order_relaxed);
-    server_.live_connections.fetch_sub(1, std::memory_order_relaxed);
+    server_.connection_gone(h.peer);
   }
   handoff_.clear();
 }
@@ -170,7 +170,7 @@ void Worker::adopt_new_connections() {
     ev.data.ptr = c.get();
     if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, c->fd.get(), &ev) != 0) {
       counters_.connections.fetch_sub(1, std::memory_order_relaxed);
-      server_.live_connections.fetch_sub(1, std::memory_order_relaxed);
+      server_.connection_gone(c->peer);
       continue;  // Fd closes it
     }
     c->registered = ev.events;
@@ -605,7 +605,7 @@ void Worker::close_connection(Connection &c) {
   server_.buffer_bytes.fetch_sub(c.accounted, std::memory_order_relaxed);
   c.accounted = 0;
   counters_.connections.fetch_sub(1, std::memory_order_relaxed);
-  server_.live_connections.fetch_sub(1, std::memory_order_relaxed);
+  server_.connection_gone(c.peer);
 }
 
 void Worker::linger(Fd fd) {

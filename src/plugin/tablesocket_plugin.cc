@@ -29,6 +29,7 @@ std::shared_mutex g_server_lock;
 /* ---- System variables (read-only: validated once into Config at init) ---------------------- */
 char *sv_address;
 unsigned sv_hs_port, sv_hs_port_wr, sv_threads, sv_backlog, sv_max_connections, sv_idle_timeout;
+unsigned sv_max_connections_per_host;
 unsigned sv_max_request_size, sv_max_tokens, sv_max_open_indexes, sv_max_output_buffer;
 unsigned long long sv_max_buffer_memory;
 unsigned sv_output_high_water, sv_max_requests_per_batch, sv_max_batch_rows, sv_max_turn_rows, sv_ddl_check_interval, sv_lock_wait_timeout;
@@ -86,6 +87,13 @@ MYSQL_SYSVAR_UINT(max_connections, sv_max_connections, PLUGIN_VAR_READONLY,
                   "Maximum number of simultaneous client connections over all tablesocket listeners. "
                   "A client over the limit gets '1\\t1\\ttoomanyconnections' and is closed.",
                   nullptr, nullptr, kDefaults.max_connections, 1, 1000000, 0);
+MYSQL_SYSVAR_UINT(max_connections_per_host, sv_max_connections_per_host, PLUGIN_VAR_READONLY,
+                  "Maximum number of simultaneous TCP connections from one client address, over all "
+                  "tablesocket listeners, so that one host cannot take every one of "
+                  "tablesocket_max_connections (unix-socket clients are not counted). A client over it "
+                  "gets '1\\t1\\ttoomanyconnections' (memcached: 'SERVER_ERROR too many open "
+                  "connections from this address') and is closed. 0 = no limit.",
+                  nullptr, nullptr, kDefaults.max_connections_per_host, 0, 1000000, 0);
 MYSQL_SYSVAR_UINT(idle_timeout, sv_idle_timeout, PLUGIN_VAR_READONLY,
                   "Seconds a connection may stay idle (no request, no pending reply) before it is "
                   "closed; also the longest a request may take to arrive once its first byte has (a "
@@ -270,7 +278,7 @@ struct st_mysql_sys_var *system_variables[] = {
     MYSQL_SYSVAR(address), MYSQL_SYSVAR(hs_port), MYSQL_SYSVAR(hs_port_wr), MYSQL_SYSVAR(mc_port),
     MYSQL_SYSVAR(mc_socket), MYSQL_SYSVAR(mc_config_schema), MYSQL_SYSVAR(mc_max_range_rows),
     MYSQL_SYSVAR(mc_max_value_size), MYSQL_SYSVAR(threads),
-    MYSQL_SYSVAR(backlog), MYSQL_SYSVAR(max_connections), MYSQL_SYSVAR(idle_timeout),
+    MYSQL_SYSVAR(backlog), MYSQL_SYSVAR(max_connections), MYSQL_SYSVAR(max_connections_per_host), MYSQL_SYSVAR(idle_timeout),
     MYSQL_SYSVAR(max_request_size), MYSQL_SYSVAR(max_tokens), MYSQL_SYSVAR(max_open_indexes),
     MYSQL_SYSVAR(max_output_buffer), MYSQL_SYSVAR(output_high_water),
     MYSQL_SYSVAR(max_requests_per_batch), MYSQL_SYSVAR(max_batch_rows), MYSQL_SYSVAR(max_turn_rows), MYSQL_SYSVAR(commit_overlap), MYSQL_SYSVAR(commit_rejoin_wait), MYSQL_SYSVAR(galera_writes), MYSQL_SYSVAR(max_buffer_memory), MYSQL_SYSVAR(ddl_check_interval),
@@ -340,6 +348,7 @@ Config config_from_sysvars() {
   c.threads = sv_threads;
   c.backlog = sv_backlog;
   c.max_connections = sv_max_connections;
+  c.max_connections_per_host = sv_max_connections_per_host;
   c.idle_timeout_s = sv_idle_timeout;
   c.max_request_size = sv_max_request_size;
   c.max_tokens = sv_max_tokens;

@@ -504,6 +504,88 @@ def test_shutdown_with_fifty_connected_clients_takes_less_than_ten_seconds(reque
         assert s.sql("SELECT v FROM life WHERE k = 50") == [("v50",)]
 
 
+def _from(source_ip: str, port: int) -> socket.socket:
+    """A TCP connection to the server's loopback port from another loopback address."""
+    sk = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sk.settimeout(5)
+    sk.bind((source_ip, 0))
+    sk.connect((h.tsserver.LOOPBACK, port))
+    return sk
+
+
+def test_connections_over_max_connections_per_host_are_refused_per_address(request, tmp_path):
+    """tablesocket_max_connections_per_host: one address holds at most that many TCP connections
+    over every listener (HS read and write, memcached together); the next is told so and closed,
+    another address is not affected, a closed connection gives its slot back at once, and
+    unix-socket clients are not counted."""
+    mc_unix = str(tmp_path / "mc.sock")
+    with h.private_server(request, "maxconn-host", ["--tablesocket-max-connections-per-host=4",
+                                                    f"--tablesocket-mc-socket={mc_unix}"]) as s:
+        assert h.variable(s, "tablesocket_max_connections_per_host") == "4"
+        _life_table(s)
+        s.load_mc_schema()
+        held = [h.hs_open(s.hs_port, "life", "k,v"), h.hs_open(s.hs_port_wr, "life", "k,v"),
+                McConn(s.mc_port), McConn(s.mc_port)]
+        others: list[socket.socket] = []
+        unix: list[McConn] = []
+        try:
+            held[2].send("version\r\n")
+            assert held[2].recv_line().startswith(b"VERSION ")
+            extra = h.HSConn(s.hs_port_wr)
+            assert extra.recv_line(timeout=5) == b"1\t1\ttoomanyconnections\n"
+            assert h.wait_closed(extra, 2.0) is not None
+            extra.close()
+            extra = McConn(s.mc_port)
+            assert extra.recv_line(timeout=5) == b"SERVER_ERROR too many open connections from this address\r\n"
+            assert h.wait_closed(extra, 2.0) is not None
+            extra.close()
+            st = h.status(s)
+            assert st["tablesocket_connections_rejected_per_host"] == 2
+            assert st["tablesocket_connections_rejected"] == 0
+            # another address has its own four
+            for _ in range(4):
+                sk = _from("127.0.0.2", s.hs_port)
+                others.append(sk)
+                sk.sendall(b"P\t1\ttest\tlife\tPRIMARY\tk,v\n1\t=\t1\t5\n")
+                got = b""
+                while got.count(b"\n") < 2:
+                    chunk = sk.recv(4096)
+                    assert chunk, got
+                    got += chunk
+                assert got == b"0\t1\n0\t2\t5\tv5\n"
+            sk = _from("127.0.0.2", s.mc_port)
+            assert sk.recv(4096) == b"SERVER_ERROR too many open connections from this address\r\n"
+            sk.close()
+            # unix-socket clients are not counted
+            for _ in range(6):
+                u = McConn(unix_path=mc_unix)
+                unix.append(u)
+                u.send("version\r\n")
+                assert u.recv_line().startswith(b"VERSION ")
+            # a closed connection's slot is free again as soon as the server has seen it go
+            held.pop(0).close()
+            deadline = time.monotonic() + 5
+            while True:
+                c = h.HSConn(s.hs_port)
+                c.send("P\t1\ttest\tlife\tPRIMARY\tk,v\n")
+                if c.recv_line(timeout=5) == b"0\t1\n":
+                    break
+                c.close()
+                assert time.monotonic() < deadline, "the closed connection's slot was not given back"
+                time.sleep(0.05)
+            held.append(c)
+            assert c.request("1\t=\t1\t5\n") == b"0\t2\t5\tv5\n"
+            for c in held:  # the connections held all along were not disturbed
+                if isinstance(c, McConn):
+                    c.send("version\r\n")
+                    assert c.recv_line().startswith(b"VERSION ")
+        finally:
+            for c in held + unix:
+                c.close()
+            for sk in others:
+                sk.close()
+
+
 def test_a_half_closed_connection_gets_every_reply_then_is_closed(srv):
     """The client sends its requests and shuts down its sending side (EOF): everything it asked for
     is still executed and answered, then the server closes."""

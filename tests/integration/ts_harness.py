@@ -24,7 +24,7 @@ from typing import Callable, Iterator, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import tsserver  # noqa: E402
-from tsserver import HSConn, MariaDBServer, ServerError  # noqa: E402,F401
+from tsserver import HSConn, LineConn, MariaDBServer, ServerError  # noqa: E402,F401
 
 MARIADB_ADMIN = shutil.which("mariadb-admin") or "/usr/bin/mariadb-admin"
 MARIADB_BINLOG = shutil.which("mariadb-binlog") or "/usr/bin/mariadb-binlog"
@@ -185,7 +185,7 @@ def closed_now(conn: HSConn) -> bool:
         conn.buf += chunk
 
 
-def wait_closed(conn: HSConn, timeout: float) -> float | None:
+def wait_closed(conn: LineConn, timeout: float) -> float | None:
     """Seconds until the peer closes `conn` (EOF or reset), or None if it is still open after `timeout`."""
     t0 = time.monotonic()
     if conn.is_closed_by_peer(timeout):

@@ -524,6 +524,18 @@ class LineConn:
             data = data.encode()
         self.sock.sendall(data)
 
+    def is_closed_by_peer(self, timeout: float = 2.0) -> bool:
+        """True if the server closes the connection within `timeout` (any pending data is dropped)."""
+        deadline = time.monotonic() + timeout
+        try:
+            while self._fill(deadline):
+                pass
+            return True
+        except TimeoutError:
+            return False
+        except ConnectionResetError:
+            return True
+
     def _fill(self, deadline: float) -> bool:
         """Reads what arrives before `deadline` into the buffer; False at EOF, TimeoutError if nothing."""
         remaining = deadline - time.monotonic()
@@ -583,18 +595,6 @@ class HSConn(LineConn):
             pass
         data, self.buf = self.buf, b""
         return data
-
-    def is_closed_by_peer(self, timeout: float = 2.0) -> bool:
-        """True if the server closes the connection within `timeout` (any pending data is dropped)."""
-        deadline = time.monotonic() + timeout
-        try:
-            while self._fill(deadline):
-                pass
-            return True
-        except TimeoutError:
-            return False
-        except ConnectionResetError:
-            return True
 
     def request(self, data: bytes | str, timeout: float | None = None) -> bytes:
         """Send request line(s); return the concatenated replies, one per b'\\n' sent."""
