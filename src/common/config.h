@@ -54,7 +54,8 @@ struct Config {
   unsigned login_timeout_s = 30;      // require_auth: seconds to log in before the connection is closed  // failed logins are logged at most once per interval (with a count)
 
   /* TLS (net/tls): empty paths fall back to the server's own ssl_cert/ssl_key/ssl_ca. */
-  std::string ssl_cert, ssl_key, ssl_ca, ssl_capath, ssl_cipher;
+  std::string ssl_cert, ssl_key, ssl_ca, ssl_capath, ssl_cipher, ssl_crl, ssl_crlpath;
+  unsigned tls_versions = 0;  // the server's tls_version bits (4: TLS 1.2, 8: TLS 1.3); 0 = both
   bool require_tls = false;          // refuse TCP connections that do not start a TLS handshake
   unsigned tls_handshake_timeout_s = 10;  // a TLS handshake not completed this long after connect is closed
 };

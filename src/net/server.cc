@@ -101,8 +101,7 @@ bool Server::start(std::string *error) {
     return false;
   }
   if (!cfg_.ssl_cert.empty() || !cfg_.ssl_key.empty()) {
-    Tls_settings ts{cfg_.ssl_cert, cfg_.ssl_key, cfg_.ssl_ca, cfg_.ssl_capath, cfg_.ssl_cipher};
-    tls_ = Tls_context::create(ts, error);
+    tls_ = Tls_context::create(tls_settings(cfg_), error);
     if (!tls_) return false;
   } else if (cfg_.require_tls) {
     *error = "tablesocket_require_tls is ON but no TLS certificate is configured (set tablesocket_ssl_cert "
@@ -168,6 +167,27 @@ void Server::stop() {
   ports_.clear();  // sessions referred to their port's policy: only now is it safe to free
 }
 
+Tls_settings Server::tls_settings(const Config &cfg) {
+  Tls_settings ts;
+  ts.cert = cfg.ssl_cert;
+  ts.key = cfg.ssl_key;
+  ts.ca = cfg.ssl_ca;
+  ts.capath = cfg.ssl_capath;
+  ts.cipher = cfg.ssl_cipher;
+  ts.crl = cfg.ssl_crl;
+  ts.crlpath = cfg.ssl_crlpath;
+  ts.versions = cfg.tls_versions;
+  return ts;
+}
+
+bool Server::reload_tls(const Tls_settings &s, std::string *error) {
+  std::shared_ptr<const Tls_context> fresh = Tls_context::create(s, error);  // files read unlocked
+  if (!fresh) return false;
+  std::lock_guard<std::mutex> g(tls_mutex_);
+  tls_.swap(fresh);
+  return true;  // the old context goes when its last connection does
+}
+
 void Server::accept_loop() {
   epoll_event events[16];
   while (!stopping_.load()) {
@@ -175,6 +195,13 @@ void Server::accept_loop() {
     for (int i = 0; i < n; ++i) {
       if (!events[i].data.ptr) continue;  // wake-up
       accept_ready(*static_cast<Port *>(events[i].data.ptr));
+    }
+    if (tick_) {
+      uint64_t now = monotonic_ms();
+      if (now - last_tick_ms_ >= 1000) {
+        last_tick_ms_ = now;
+        tick_(*this);
+      }
     }
   }
 }

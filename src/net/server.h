@@ -6,7 +6,9 @@
 #define TABLESOCKET_NET_SERVER_H
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,7 +57,19 @@ class Server final : public Counters_source {
   std::vector<Connection_info> connections(unsigned timeout_ms) const;
   const Config &config() const { return cfg_; }
   /* The TLS context every TCP listener offers, or nullptr when no certificate is configured. */
-  const Tls_context *tls_context() const { return tls_.get(); }
+  std::shared_ptr<const Tls_context> tls_context() const {
+    std::lock_guard<std::mutex> g(tls_mutex_);
+    return tls_;
+  }
+  /* The TLS settings a configuration names (paths already resolved against the server's). */
+  static Tls_settings tls_settings(const Config &cfg);
+  /* Loads s into a new context that handshakes from now on use (connections already encrypted
+     keep theirs). On failure returns false with *error set, and the context in use stays. */
+  bool reload_tls(const Tls_settings &s, std::string *error);
+  /* Called on the acceptor thread about once a second, from start() to stop() (not while the
+     plugin's own locks are held): the plugin follows the server's FLUSH SSL with it. Set before
+     start(). */
+  void set_tick(std::function<void(Server &)> tick) { tick_ = std::move(tick); }
 
  private:
   bool add_port(const std::string &name, Protocol protocol, unsigned port, bool writable,
@@ -67,7 +81,10 @@ class Server final : public Counters_source {
   void refuse(const Port &p, int fd, const char *what);
 
   Config cfg_;
-  std::unique_ptr<Tls_context> tls_;  // outlives the workers (they are joined in stop())
+  mutable std::mutex tls_mutex_;        // guards tls_ (taken once per TLS handshake and at a reload)
+  std::shared_ptr<const Tls_context> tls_;
+  std::function<void(Server &)> tick_;
+  uint64_t last_tick_ms_ = 0;
   std::vector<std::unique_ptr<Port>> ports_;
   std::vector<std::unique_ptr<Worker>> workers_;
   Counters acceptor_counters_;

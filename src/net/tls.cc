@@ -135,16 +135,19 @@ struct Tls_bio {
   }
 };
 
-std::unique_ptr<Tls_context> Tls_context::create(const Tls_settings &s, std::string *error) {
+std::shared_ptr<Tls_context> Tls_context::create(const Tls_settings &s, std::string *error) {
   ERR_clear_error();
-  auto t = std::make_unique<Tls_context>(Key());
+  auto t = std::make_shared<Tls_context>(Key());
   t->ctx_.reset(SSL_CTX_new(TLS_server_method()));
   if (!t->ctx_) {
     *error = "cannot create a TLS context: " + openssl_reason("out of memory");
     return nullptr;
   }
   SSL_CTX *ctx = t->ctx_.get();
-  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  const unsigned both = Tls_settings::kTls12 | Tls_settings::kTls13;
+  const unsigned versions = s.versions & both ? s.versions & both : both;
+  SSL_CTX_set_min_proto_version(ctx, versions & Tls_settings::kTls12 ? TLS1_2_VERSION : TLS1_3_VERSION);
+  SSL_CTX_set_max_proto_version(ctx, versions & Tls_settings::kTls13 ? TLS1_3_VERSION : TLS1_2_VERSION);
   /* IGNORE_UNEXPECTED_EOF: a TCP close between records is an end of input, as on a plaintext
      connection (a request cut short is never executed: it lacks its terminator). */
   SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION |
@@ -207,6 +210,20 @@ std::unique_ptr<Tls_context> Tls_context::create(const Tls_settings &s, std::str
       if (names) SSL_CTX_set_client_CA_list(ctx, names);
       ERR_clear_error();
     }
+    if (!s.crl.empty() || !s.crlpath.empty()) {
+      /* As the server's ssl_crl/ssl_crlpath: every certificate of a client's chain is checked,
+         and one whose issuer has no CRL loaded does not verify. */
+      if (!s.crl.empty() && !readable_file(s.crl, "CRL file", error)) return nullptr;
+      if (!s.crlpath.empty() && !readable_dir(s.crlpath, "CRL directory", error)) return nullptr;
+      X509_STORE *store = SSL_CTX_get_cert_store(ctx);
+      if (X509_STORE_load_locations(store, s.crl.empty() ? nullptr : s.crl.c_str(),
+                                    s.crlpath.empty() ? nullptr : s.crlpath.c_str()) != 1 ||
+          X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK | X509_V_FLAG_CRL_CHECK_ALL) != 1) {
+        *error = "cannot load the TLS CRL '" + (s.crl.empty() ? s.crlpath : s.crl) + "': " +
+                 openssl_reason("no CRL");
+        return nullptr;
+      }
+    }
     /* Request, not require: a connection without a certificate still completes its handshake. */
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_CLIENT_ONCE, keep_going_verify_callback);
     t->verifies_clients_ = true;
@@ -229,6 +246,7 @@ std::unique_ptr<Tls_context> Tls_context::create(const Tls_settings &s, std::str
 std::unique_ptr<Tls_conn> Tls_context::accept(int fd, std::string_view already_read) const {
   ERR_clear_error();
   auto c = std::make_unique<Tls_conn>(Tls_conn::Key());
+  c->context_ = shared_from_this();
   c->fd_ = fd;
   c->prefix_.assign(already_read.data(), already_read.size());
   c->ssl_.reset(SSL_new(ctx_.get()));

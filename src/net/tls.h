@@ -21,9 +21,14 @@ struct bio_method_st;
 namespace tablesocket {
 
 /* Paths as configured (relative ones are relative to the server's working directory, the datadir,
-   as for the server's own ssl_cert). Empty key = the key is in the certificate file. */
+   as for the server's own ssl_cert). Empty key = the key is in the certificate file. crl/crlpath:
+   certificate revocation lists client certificates are checked against (every certificate of the
+   chain), as the server's ssl_crl/ssl_crlpath. versions: the protocol versions allowed, as the
+   server's tls_version bits (kTls12 | kTls13); 0 = both. Versions below 1.2 are never offered. */
 struct Tls_settings {
-  std::string cert, key, ca, capath, cipher;
+  std::string cert, key, ca, capath, cipher, crl, crlpath;
+  unsigned versions = 0;
+  static constexpr unsigned kTls12 = 4, kTls13 = 8;  // the server's VIO_TLSv1_2 / VIO_TLSv1_3
 };
 
 /* What a non-blocking TLS step did. */
@@ -41,19 +46,20 @@ struct Bio_method_free { void operator()(bio_method_st *p) const; };
 
 class Tls_conn;
 
-class Tls_context {
+class Tls_context : public std::enable_shared_from_this<Tls_context> {
   struct Key { explicit Key() = default; };  // only create() makes one
 
  public:
   explicit Tls_context(Key) {}
-  /* Loads the certificate, key and CA and sets the policy (TLS >= 1.2, server cipher preference,
-     no renegotiation; a client certificate is requested, not required, when a CA is configured).
-     Returns nullptr with *error naming the file or setting at fault. Thread-safe once built. */
-  static std::unique_ptr<Tls_context> create(const Tls_settings &s, std::string *error);
+  /* Loads the certificate, key, CA and CRLs and sets the policy (TLS 1.2 and/or 1.3, server
+     cipher preference, no renegotiation; a client certificate is requested, not required, when a
+     CA is configured). Returns nullptr with *error naming the file or setting at fault.
+     Thread-safe once built. */
+  static std::shared_ptr<Tls_context> create(const Tls_settings &s, std::string *error);
 
   /* A server-side TLS connection on fd (not owned). already_read: bytes the caller took from fd
      before it knew this was TLS; they are handed to the handshake first. nullptr on allocation
-     failure. */
+     failure. The connection keeps this context alive (a reload may replace it meanwhile). */
   std::unique_ptr<Tls_conn> accept(int fd, std::string_view already_read) const;
 
   /* True when client certificates are requested and verified (a CA is configured). */
@@ -99,6 +105,7 @@ class Tls_conn {
   friend struct Tls_bio;
   Tls_status result(int rc);  // maps an OpenSSL failure
 
+  std::shared_ptr<const Tls_context> context_;  // outlives ssl_ (declared first, destroyed last)
   std::unique_ptr<ssl_st, Ssl_free> ssl_;
   int fd_ = -1;
   std::string prefix_;       // bytes read from fd before TLS was detected, fed to OpenSSL first

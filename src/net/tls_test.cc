@@ -77,6 +77,10 @@ class Tls : public ::testing::Test {
     Pkey server_key = new_key(), client_key = new_key(), rogue_key = new_key(), other_key = new_key();
     Cert server = new_cert(server_key.get(), "Example", "127.0.0.1", ca_.get(), ca_key_.get(), false);
     Cert client = new_cert(client_key.get(), "Example", "alice", ca_.get(), ca_key_.get(), false);
+    Pkey revoked_key = new_key();
+    Cert revoked = new_cert(revoked_key.get(), "Example", "bob", ca_.get(), ca_key_.get(), false);
+    write_pem(dir_ + "/revoked.pem", revoked.get(), revoked_key.get());
+    write_crl(dir_ + "/crl.pem", X509_get_serialNumber(revoked.get()));
     Cert rogue = new_cert(rogue_key.get(), "Example", "mallory", nullptr, nullptr, false);
     write_pem(dir_ + "/ca.pem", ca_.get(), nullptr);
     write_pem(dir_ + "/server.pem", server.get(), nullptr);
@@ -95,6 +99,29 @@ class Tls : public ::testing::Test {
     (void)!system(cmd.c_str());
   }
 
+  /* A CRL of the test CA revoking the certificate with serial `serial`. */
+  static void write_crl(const std::string &path, const ASN1_INTEGER *serial) {
+    X509_CRL *crl = X509_CRL_new();
+    X509_CRL_set_version(crl, 1);
+    X509_CRL_set_issuer_name(crl, X509_get_subject_name(ca_.get()));
+    ASN1_TIME *now = X509_gmtime_adj(nullptr, -60), *next = X509_gmtime_adj(nullptr, 86400);
+    X509_CRL_set1_lastUpdate(crl, now);
+    X509_CRL_set1_nextUpdate(crl, next);
+    X509_REVOKED *r = X509_REVOKED_new();
+    X509_REVOKED_set_serialNumber(r, const_cast<ASN1_INTEGER *>(serial));
+    X509_REVOKED_set_revocationDate(r, now);
+    X509_CRL_add0_revoked(crl, r);
+    X509_CRL_sort(crl);
+    X509_CRL_sign(crl, ca_key_.get(), EVP_sha256());
+    std::FILE *f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr) << path;
+    PEM_write_X509_CRL(f, crl);
+    std::fclose(f);
+    ASN1_TIME_free(now);
+    ASN1_TIME_free(next);
+    X509_CRL_free(crl);
+  }
+
   static Tls_settings settings(bool with_ca = true) {
     Tls_settings s;
     s.cert = dir_ + "/server.pem";
@@ -109,7 +136,7 @@ class Tls : public ::testing::Test {
     std::unique_ptr<SSL_CTX, Ctx_free> client_ctx;
     std::unique_ptr<SSL, Ssl_free_fn> client;
   };
-  static Pair make_pair(const char *client_cert_pem) {
+  static Pair make_pair(const char *client_cert_pem, int client_max_version = 0) {
     Pair p;
     int sv[2];
     EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
@@ -118,6 +145,7 @@ class Tls : public ::testing::Test {
     p.client_ctx.reset(SSL_CTX_new(TLS_client_method()));
     SSL_CTX_load_verify_locations(p.client_ctx.get(), (dir_ + "/ca.pem").c_str(), nullptr);
     SSL_CTX_set_verify(p.client_ctx.get(), SSL_VERIFY_PEER, nullptr);
+    if (client_max_version) SSL_CTX_set_max_proto_version(p.client_ctx.get(), client_max_version);
     if (client_cert_pem) {
       std::string path = dir_ + "/" + client_cert_pem;
       EXPECT_EQ(SSL_CTX_use_certificate_file(p.client_ctx.get(), path.c_str(), SSL_FILETYPE_PEM), 1);
@@ -364,6 +392,94 @@ TEST_F(Tls, APeerThatClosesMidHandshakeIsAnError) {
   p.client_fd.reset();
   auto server = ctx->accept(p.server_fd.get(), std::string_view(hello, size_t(n) / 2));
   EXPECT_EQ(server->handshake(), Tls_status::error);
+}
+
+TEST_F(Tls, ARevokedClientCertificateIsNotVerifiedWithACrl) {
+  std::string error;
+  Tls_settings s = settings();
+  s.crl = dir_ + "/crl.pem";
+  auto ctx = Tls_context::create(s, &error);
+  ASSERT_NE(ctx, nullptr) << error;
+  struct Case { const char *cert; bool verified; const char *cn; };
+  for (const Case &c : {Case{"client.pem", true, "alice"}, Case{"revoked.pem", false, ""}}) {
+    SCOPED_TRACE(c.cert);
+    Pair p = make_pair(c.cert);
+    auto server = ctx->accept(p.server_fd.get(), "");
+    ASSERT_EQ(handshake(p, *server), Tls_status::done) << server->error_text();
+    Peer peer;
+    server->describe(peer);
+    EXPECT_EQ(peer.cert_verified, c.verified);
+    EXPECT_EQ(peer.cert_cn, c.cn);
+  }
+  /* Without the CRL the same certificate verifies: the CRL is what refused it. */
+  auto plain = Tls_context::create(settings(), &error);
+  ASSERT_NE(plain, nullptr) << error;
+  Pair p = make_pair("revoked.pem");
+  auto server = plain->accept(p.server_fd.get(), "");
+  ASSERT_EQ(handshake(p, *server), Tls_status::done) << server->error_text();
+  Peer peer;
+  server->describe(peer);
+  EXPECT_TRUE(peer.cert_verified);
+}
+
+TEST_F(Tls, ACrlThatCannotBeReadOrHoldsNoCrlIsNamed) {
+  std::string error;
+  Tls_settings s = settings();
+  s.crl = dir_ + "/nope.pem";
+  EXPECT_EQ(Tls_context::create(s, &error), nullptr);
+  EXPECT_NE(error.find("cannot read the TLS CRL file '" + s.crl + "'"), std::string::npos) << error;
+  s.crl = dir_ + "/garbage.pem";
+  EXPECT_EQ(Tls_context::create(s, &error), nullptr);
+  EXPECT_NE(error.find("cannot load the TLS CRL '" + s.crl + "'"), std::string::npos) << error;
+  s.crl.clear();
+  s.crlpath = dir_ + "/nodir";
+  EXPECT_EQ(Tls_context::create(s, &error), nullptr);
+  EXPECT_NE(error.find("cannot read the TLS CRL directory"), std::string::npos) << error;
+}
+
+TEST_F(Tls, VersionsLimitTheProtocol) {
+  std::string error;
+  struct Case { unsigned versions; int client_max; bool ok; int negotiated; };
+  const Case cases[] = {
+      {0, 0, true, TLS1_3_VERSION},
+      {0, TLS1_2_VERSION, true, TLS1_2_VERSION},
+      {Tls_settings::kTls13, TLS1_2_VERSION, false, 0},  // tls_version=TLSv1.3: a 1.2-only client fails
+      {Tls_settings::kTls13, 0, true, TLS1_3_VERSION},
+      {Tls_settings::kTls12, 0, true, TLS1_2_VERSION},   // tls_version=TLSv1.2: 1.3 is not offered
+      {Tls_settings::kTls12 | 2 | 1, TLS1_1_VERSION, false, 0},  // 1.0 and 1.1 are never offered
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::to_string(c.versions) + " " + std::to_string(c.client_max));
+    Tls_settings s = settings();
+    s.versions = c.versions;
+    auto ctx = Tls_context::create(s, &error);
+    ASSERT_NE(ctx, nullptr) << error;
+    Pair p = make_pair(nullptr, c.client_max);
+    if (c.client_max == TLS1_1_VERSION) SSL_set_security_level(p.client.get(), 0);
+    auto server = ctx->accept(p.server_fd.get(), "");
+    Tls_status st = handshake(p, *server);
+    if (c.ok) {
+      ASSERT_EQ(st, Tls_status::done) << server->error_text();
+      EXPECT_EQ(SSL_version(p.client.get()), c.negotiated);
+    } else {
+      EXPECT_NE(st, Tls_status::done);
+    }
+  }
+}
+
+TEST_F(Tls, AConnectionKeepsItsContextAfterTheContextIsReplaced) {
+  std::string error;
+  auto ctx = Tls_context::create(settings(), &error);
+  ASSERT_NE(ctx, nullptr) << error;
+  Pair p = make_pair("client.pem");
+  auto server = ctx->accept(p.server_fd.get(), "");
+  ctx.reset();  // a reload dropped the server's reference: the connection holds its own
+  ASSERT_EQ(handshake(p, *server), Tls_status::done) << server->error_text();
+  ASSERT_EQ(SSL_write(p.client.get(), "ping", 4), 4);
+  char buf[8];
+  size_t got = 0;
+  ASSERT_EQ(server->read(buf, sizeof buf, &got), Tls_status::done);
+  EXPECT_EQ(std::string(buf, got), "ping");
 }
 
 }  // namespace

@@ -414,7 +414,7 @@ void Worker::refuse_plaintext(Connection &c) {
 }
 
 void Worker::start_tls(Connection &c) {
-  const Tls_context *ctx = server_.tls_context();
+  std::shared_ptr<const Tls_context> ctx = server_.tls_context();
   if (ctx) c.tls = ctx->accept(c.fd.get(), c.in.view());
   c.in.clear();
   if (!c.tls) {

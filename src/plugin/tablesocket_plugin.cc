@@ -1,6 +1,8 @@
 /* Plugin declaration: system variables, status variables, init/deinit. Nothing else lives here. */
 #include <mysql/plugin.h>
 
+#include <strings.h>
+
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -40,6 +42,8 @@ unsigned sv_mc_port, sv_mc_max_range_rows, sv_mc_max_value_size;
 char *sv_mc_socket, *sv_mc_config_schema;
 my_bool sv_require_auth, sv_allow_cleartext_passwords, sv_require_tls, sv_commit_overlap, sv_galera_writes;
 char *sv_anonymous_account, *sv_ssl_cert, *sv_ssl_key, *sv_ssl_ca, *sv_ssl_capath, *sv_ssl_cipher;
+char *sv_ssl_crl, *sv_ssl_crlpath;
+my_bool sv_tls_reload;
 unsigned sv_privilege_check_interval, sv_max_user_connections, sv_auth_log_interval, sv_login_timeout;
 unsigned sv_tls_handshake_timeout;
 
@@ -263,6 +267,24 @@ MYSQL_SYSVAR_STR(ssl_cipher, sv_ssl_cipher, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEM
                  "OpenSSL cipher list for TLS 1.2 and older. Empty: the server's ssl_cipher, else "
                  "OpenSSL's defaults.",
                  nullptr, nullptr, "");
+MYSQL_SYSVAR_STR(ssl_crl, sv_ssl_crl, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
+                 "PEM certificate revocation list(s) client certificates are checked against (every "
+                 "certificate of the chain). Empty (with tablesocket_ssl_crlpath): the server's ssl_crl, "
+                 "when the CA is the server's too.",
+                 nullptr, nullptr, "");
+MYSQL_SYSVAR_STR(ssl_crlpath, sv_ssl_crlpath, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
+                 "Directory of certificate revocation lists (c_rehash layout). Empty (with "
+                 "tablesocket_ssl_crl): the server's ssl_crlpath, when the CA is the server's too.",
+                 nullptr, nullptr, "");
+int check_tls_reload(MYSQL_THD, struct st_mysql_sys_var *, void *, struct st_mysql_value *);
+void update_tls_reload(MYSQL_THD, struct st_mysql_sys_var *, void *, const void *) {}  // stays OFF
+MYSQL_SYSVAR_BOOL(tls_reload, sv_tls_reload, PLUGIN_VAR_OPCMDARG | PLUGIN_VAR_NOCMDOPT,
+                  "SET GLOBAL tablesocket_tls_reload = ON reads the TLS certificate, key, CA and CRL "
+                  "files again: handshakes from then on use them, connections already encrypted keep "
+                  "theirs. A file that cannot be used fails the SET with the reason and the previous "
+                  "certificate stays in use. The server's FLUSH SSL does the same (within a second). "
+                  "Always reads OFF.",
+                  check_tls_reload, update_tls_reload, false);
 MYSQL_SYSVAR_BOOL(require_tls, sv_require_tls, PLUGIN_VAR_READONLY,
                   "Refuse TCP connections that do not begin with a TLS handshake (unix sockets are "
                   "exempt). OFF: TLS is offered on every TCP port and detected from the first byte.",
@@ -287,6 +309,7 @@ struct st_mysql_sys_var *system_variables[] = {
     MYSQL_SYSVAR(allow_cleartext_passwords), MYSQL_SYSVAR(privilege_check_interval),
     MYSQL_SYSVAR(max_user_connections), MYSQL_SYSVAR(auth_log_interval), MYSQL_SYSVAR(login_timeout), MYSQL_SYSVAR(ssl_cert),
     MYSQL_SYSVAR(ssl_key), MYSQL_SYSVAR(ssl_ca), MYSQL_SYSVAR(ssl_capath), MYSQL_SYSVAR(ssl_cipher),
+    MYSQL_SYSVAR(ssl_crl), MYSQL_SYSVAR(ssl_crlpath), MYSQL_SYSVAR(tls_reload),
     MYSQL_SYSVAR(require_tls), MYSQL_SYSVAR(tls_handshake_timeout),
     nullptr};
 
@@ -382,6 +405,8 @@ Config config_from_sysvars() {
   c.ssl_ca = str(sv_ssl_ca);
   c.ssl_capath = str(sv_ssl_capath);
   c.ssl_cipher = str(sv_ssl_cipher);
+  c.ssl_crl = str(sv_ssl_crl);
+  c.ssl_crlpath = str(sv_ssl_crlpath);
   c.require_tls = sv_require_tls;
   c.tls_handshake_timeout_s = sv_tls_handshake_timeout;
   return c;
@@ -389,7 +414,9 @@ Config config_from_sysvars() {
 
 /* Where tablesocket_ssl_* are empty, the server's own ssl_* apply, in pairs that belong together:
    certificate and key (tablesocket's pair if either is set, else the server's), CA file and CA
-   directory likewise, and the cipher list. Returns where the certificate comes from, for the log. */
+   directory likewise, the CRL file and directory only with the server's CA (another CA's CRLs
+   would revoke nothing and fail every certificate), and the cipher list. The server's tls_version
+   always applies. Returns where the certificate comes from, for the log. */
 const char *apply_server_tls_defaults(Config &c) {
   const tablesocket::Server_tls_defaults d = tablesocket::server_tls_defaults();
   const char *origin = "tablesocket_ssl_cert and tablesocket_ssl_key";
@@ -401,9 +428,69 @@ const char *apply_server_tls_defaults(Config &c) {
   if (c.ssl_ca.empty() && c.ssl_capath.empty()) {
     c.ssl_ca = d.ca;
     c.ssl_capath = d.capath;
+    if (c.ssl_crl.empty() && c.ssl_crlpath.empty()) {
+      c.ssl_crl = d.crl;
+      c.ssl_crlpath = d.crlpath;
+    }
   }
   if (c.ssl_cipher.empty()) c.ssl_cipher = d.cipher;
+  c.tls_versions = d.versions;
   return origin;
+}
+
+/* Reads the TLS files again into `server` (tablesocket_tls_reload, FLUSH SSL). */
+bool reload_tls(Server &server, std::string *error) {
+  Config cfg = config_from_sysvars();
+  const char *origin = apply_server_tls_defaults(cfg);
+  if (cfg.ssl_cert.empty() && cfg.ssl_key.empty()) {
+    *error = "no TLS certificate configured (tablesocket_ssl_cert, or the server's ssl_cert)";
+    return false;
+  }
+  if (!server.reload_tls(Server::tls_settings(cfg), error)) return false;
+  tablesocket::log_info("TLS certificate '%s' (from %s) reloaded: new handshakes use it",
+                        (cfg.ssl_cert.empty() ? cfg.ssl_key : cfg.ssl_cert).c_str(), origin);
+  return true;
+}
+
+int check_tls_reload(MYSQL_THD, struct st_mysql_sys_var *, void *save, struct st_mysql_value *value) {
+  bool on = false;
+  if (value->value_type(value) == MYSQL_VALUE_TYPE_STRING) {
+    char buf[16];
+    int len = sizeof buf;
+    const char *s = value->val_str(value, buf, &len);
+    on = s && (!strcasecmp(s, "ON") || !strcasecmp(s, "TRUE") || !strcmp(s, "1"));
+  } else {
+    long long v = 0;
+    value->val_int(value, &v);
+    on = v != 0;
+  }
+  *static_cast<my_bool *>(save) = false;
+  if (!on) return 0;
+  try {
+    std::shared_lock<std::shared_mutex> g(g_server_lock);
+    std::string error;
+    if (!g_server) {
+      error = "tablesocket is not running";
+    } else if (reload_tls(*g_server, &error)) {
+      return 0;
+    }
+    my_printf_error(1105 /* ER_UNKNOWN_ERROR */, "tablesocket: TLS not reloaded: %s", 0, error.c_str());
+  } catch (const std::exception &e) {
+    my_printf_error(1105, "tablesocket: TLS not reloaded: %s", 0, e.what());
+  }
+  return 1;
+}
+
+/* The acceptor's tick: once the server's FLUSH SSL has replaced its TLS context, ours follows. */
+void follow_flush_ssl(Server &server, uintptr_t *seen) {
+  uintptr_t now = tablesocket::server_tls_generation();
+  if (now == *seen) return;
+  *seen = now;
+  if (!now) return;
+  std::string error;
+  if (!reload_tls(server, &error))
+    tablesocket::log_error("TLS not reloaded after FLUSH SSL: %s (the previous certificate stays in use)",
+                           error.c_str());
 }
 
 int tablesocket_init(void *) {
@@ -412,6 +499,7 @@ int tablesocket_init(void *) {
     if (cfg.output_high_water > cfg.max_output_buffer) cfg.output_high_water = cfg.max_output_buffer;
     const char *cert_origin = apply_server_tls_defaults(cfg);
     auto server = std::make_unique<Server>(cfg);
+    server->set_tick([seen = tablesocket::server_tls_generation()](Server &s) mutable { follow_flush_ssl(s, &seen); });
     std::string error;
     if (!server->start(&error)) {
       tablesocket::log_error("not started: %s", error.c_str());
@@ -425,7 +513,7 @@ int tablesocket_init(void *) {
                           "port %u%s%s, %u workers",
                           cfg.address.c_str(), cfg.hs_port, cfg.hs_port_wr, cfg.mc_port,
                           cfg.mc_socket.empty() ? "" : " and ", cfg.mc_socket.c_str(), cfg.threads);
-    if (const tablesocket::Tls_context *tls = g_server->tls_context()) {
+    if (std::shared_ptr<const tablesocket::Tls_context> tls = g_server->tls_context()) {
       std::string what = std::string(cfg.require_tls ? "required" : "offered") + " on the TCP ports: certificate '" +
                          (cfg.ssl_cert.empty() ? cfg.ssl_key : cfg.ssl_cert) + "' (from " + cert_origin + ")";
       if (tls->verifies_clients())

@@ -3,17 +3,23 @@
 #ifndef TABLESOCKET_STORE_SERVER_SETTINGS_H
 #define TABLESOCKET_STORE_SERVER_SETTINGS_H
 
+#include <cstdint>
 #include <string>
 
 namespace tablesocket {
 
-/* The server's own TLS settings (ssl_cert, ssl_key, ssl_ca, ssl_capath, ssl_cipher) exactly as it
-   was given them; all empty when the server itself does not use TLS (no ssl_* option, or
-   --skip-ssl). Paths are relative to the server's working directory, its datadir. */
+/* The server's own TLS settings (ssl_cert, ssl_key, ssl_ca, ssl_capath, ssl_cipher, ssl_crl,
+   ssl_crlpath) exactly as it was given them; all empty when the server itself does not use TLS (no
+   ssl_* option, or --skip-ssl). Paths are relative to the server's working directory, its
+   datadir. versions: the server's tls_version bits (set whether or not it uses TLS). */
 struct Server_tls_defaults {
-  std::string cert, key, ca, capath, cipher;
+  std::string cert, key, ca, capath, cipher, crl, crlpath;
+  unsigned versions = 0;
 };
 Server_tls_defaults server_tls_defaults();
+
+/* Changes whenever the server reloads its own TLS context (FLUSH SSL); 0 while it has none. */
+uintptr_t server_tls_generation();
 
 }  // namespace tablesocket
 #endif

@@ -12,7 +12,9 @@
   * hostile handshakes (garbage after 0x16, a ClientHello cut short then silence, a close
     mid-handshake, renegotiation) cost only that connection; a stalled handshake is closed after
     tablesocket_tls_handshake_timeout;
-  * 1 MiB values both ways (partial TLS writes), 200 concurrent TLS connections, status counters.
+  * 1 MiB values both ways (partial TLS writes), 200 concurrent TLS connections, status counters;
+  * tablesocket_tls_reload and the server's FLUSH SSL load rotated files (a bad one keeps the old
+    certificate), the server's tls_version applies, a CRL revokes a client certificate's login.
 
 Certificates (a CA, server certificates for 127.0.0.1, a client certificate, and an untrusted
 client certificate from another CA) are made with the openssl command for this module.
@@ -729,3 +731,127 @@ def test_install_soname_with_a_bad_certificate_or_key_fails_cleanly_and_the_serv
         with tls_hs(s.hs_port, client_context(certs)) as c:
             assert c.request("P\t1\ttest\ttls_t\tPRIMARY\tk,v\n1\t=\t1\t1\n") == b"0\t1\n0\t2\t1\tone\n"
         assert "got signal" not in s.log_tail(400)
+
+
+# --------------------------------------------------------------------------------------------------
+# reloading certificates (tablesocket_tls_reload, the server's FLUSH SSL), tls_version, CRLs
+
+
+def _server_cn(port: int, certs: Path) -> str:
+    with tls_hs(port, client_context(certs, None)) as c:
+        return dict(x[0] for x in c.sock.getpeercert()["subject"])["commonName"]
+
+
+def _gencrl(d: Path, revoke: str | None = None) -> None:
+    """d/crl.pem: the test CA's CRL, revoking d/<revoke>.pem if given (openssl ca's database in d)."""
+    cnf = d / "ca.cnf"
+    if not cnf.exists():
+        cnf.write_text("[ca]\ndefault_ca = CA_default\n[CA_default]\ndatabase = index.txt\n"
+                       "crlnumber = crlnumber\ndefault_md = sha256\ndefault_crl_days = 30\n")
+        (d / "index.txt").write_text("")
+        (d / "crlnumber").write_text("01\n")
+    if revoke:
+        _openssl(d, "ca", "-config", "ca.cnf", "-keyfile", "ca.key", "-cert", "ca.pem", "-revoke", f"{revoke}.pem")
+    _openssl(d, "ca", "-config", "ca.cnf", "-keyfile", "ca.key", "-cert", "ca.pem", "-gencrl", "-out", "crl.pem")
+
+
+def test_tls_reload_reads_the_certificate_again_and_a_bad_one_keeps_the_old(request, certs):
+    """SET GLOBAL tablesocket_tls_reload = ON: handshakes from then on use the files as they are
+    now, a connection already encrypted keeps working; a certificate that cannot be used fails the
+    SET with the reason and the previous one stays in use."""
+    import pymysql
+    srv = h.make_server("tlsreload")
+    d = srv.rundir / "certs"
+    d.mkdir()
+    shutil.copy(certs / "server.pem", d / "server.pem")
+    shutil.copy(certs / "server.key", d / "server.key")
+    srv.extra_args += [f"--tablesocket-ssl-cert={d / 'server.pem'}", f"--tablesocket-ssl-key={d / 'server.key'}"]
+    with running(request, srv) as s:
+        _tables(s)
+        assert _server_cn(s.hs_port, certs) == "tablesocket-test-server"
+        old = tls_hs(s.hs_port_wr, client_context(certs))
+        assert old.request("P\t1\ttest\ttls_t\tPRIMARY\tk,v\n") == b"0\t1\n"
+        shutil.copy(certs / "fallback.pem", d / "server.pem")
+        shutil.copy(certs / "fallback.key", d / "server.key")
+        assert _server_cn(s.hs_port, certs) == "tablesocket-test-server"  # not before the reload
+        s.exec_sql("SET GLOBAL tablesocket_tls_reload = ON", db=None)
+        assert h.variable(s, "tablesocket_tls_reload") == "0"  # a trigger: always reads OFF
+        for port in (s.hs_port, s.hs_port_wr, s.mc_port):
+            assert _server_cn(port, certs) == "tablesocket-server-own"
+        assert old.request("1\t=\t1\t2\n") == b"0\t2\t2\ttwo\n"  # the old session goes on
+        assert f"TLS certificate '{d / 'server.pem'}' (from tablesocket_ssl_cert and tablesocket_ssl_key) " \
+               "reloaded" in s.log_tail(50)
+
+        shutil.copy(certs / "other.key", d / "server.key")  # half a rotation: a key of another certificate
+        with pytest.raises(pymysql.err.MySQLError) as e:
+            s.exec_sql("SET GLOBAL tablesocket_tls_reload = ON", db=None)
+        assert f"tablesocket: TLS not reloaded: cannot use the TLS key '{d / 'server.key'}'" in str(e.value)
+        assert _server_cn(s.hs_port, certs) == "tablesocket-server-own"
+        s.exec_sql("SET GLOBAL tablesocket_tls_reload = OFF", db=None)  # does nothing
+        assert old.request("1\t=\t1\t3\n") == b"0\t2\t3\tthree\n"
+        old.close()
+
+
+def test_flush_ssl_reloads_the_servers_certificate_and_its_tls_version_applies(request, certs):
+    """With the server's own certificate (tablesocket_ssl_* empty), the server's FLUSH SSL reloads
+    tablesocket's too; the server's tls_version (here TLSv1.3 only) limits tablesocket's ports."""
+    srv = h.make_server("tlsflush", ["--tls-version=TLSv1.3"])
+    d = srv.rundir / "certs"
+    d.mkdir()
+    shutil.copy(certs / "server.pem", d / "own.pem")
+    shutil.copy(certs / "server.key", d / "own.key")
+    srv.extra_args += [f"--ssl-cert={d / 'own.pem'}", f"--ssl-key={d / 'own.key'}"]
+    with running(request, srv) as s:
+        _tables(s)
+        assert _server_cn(s.hs_port, certs) == "tablesocket-test-server"
+        ctx = client_context(certs, None)
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+        for port in (s.hs_port, s.mc_port):
+            with pytest.raises((ssl.SSLError, ConnectionError)):
+                tls_hs(port, ctx).close()
+        with tls_hs(s.hs_port, client_context(certs, None)) as c:
+            assert c.sock.version() == "TLSv1.3"
+            assert c.request("P\t1\ttest\ttls_t\tPRIMARY\tk,v\n1\t=\t1\t1\n") == b"0\t1\n0\t2\t1\tone\n"
+        shutil.copy(certs / "fallback.pem", d / "own.pem")
+        shutil.copy(certs / "fallback.key", d / "own.key")
+        s.exec_sql("FLUSH SSL", db=None)
+        deadline = time.monotonic() + 5
+        while _server_cn(s.hs_port, certs) != "tablesocket-server-own":
+            assert time.monotonic() < deadline, "FLUSH SSL did not reach tablesocket"
+            time.sleep(0.1)
+        assert "from the server's ssl_cert and ssl_key) reloaded" in s.log_tail(50)
+
+
+def test_a_revoked_client_certificate_no_longer_logs_in_once_the_crl_is_reloaded(request, certs):
+    """tablesocket_ssl_crl: a client certificate the CA revoked does not verify, so it logs into no
+    REQUIRE X509 account; a session it opened before the reload goes on."""
+    pki = certs.parent / f"{certs.name}-crl"
+    shutil.copytree(certs, pki, dirs_exist_ok=True)
+    _gencrl(pki)  # revokes nothing yet
+    srv = h.make_server("tlscrl", [f"--tablesocket-ssl-cert={pki / 'server.pem'}",
+                                   f"--tablesocket-ssl-key={pki / 'server.key'}",
+                                   f"--tablesocket-ssl-ca={pki / 'ca.pem'}", f"--tablesocket-ssl-crl={pki / 'crl.pem'}",
+                                   "--tablesocket-require-auth=ON"])
+    with running(request, srv) as s:
+        _tables(s)
+        s.exec_sql("CREATE USER 'alice'@'127.0.0.1' REQUIRE X509")
+        s.exec_sql("GRANT SELECT ON test.tls_t TO 'alice'@'127.0.0.1'")
+        before = tls_hs(s.hs_port, client_context(pki, "client"))  # CN alice
+        assert before.request("P\t1\ttest\ttls_t\tPRIMARY\tk,v\n1\t=\t1\t1\n") == b"0\t1\n0\t2\t1\tone\n"
+        _gencrl(pki, revoke="client")
+        s.exec_sql("SET GLOBAL tablesocket_tls_reload = ON", db=None)
+        with tls_hs(s.hs_port, client_context(pki, "client")) as c:
+            assert c.request("P\t1\ttest\ttls_t\tPRIMARY\tk,v\n") == b"3\t1\tunauth\n"
+        assert before.request("1\t=\t1\t2\n") == b"0\t2\t2\ttwo\n"
+        before.close()
+
+
+def test_an_unreadable_crl_fails_startup_naming_the_file(certs):
+    srv = h.make_server("tlsbadcrl", [f"--tablesocket-ssl-cert={certs / 'server.pem'}",
+                                      f"--tablesocket-ssl-key={certs / 'server.key'}",
+                                      f"--tablesocket-ssl-ca={certs / 'ca.pem'}",
+                                      "--tablesocket-ssl-crl=/nonexistent/crl.pem"], start_timeout=10)
+    try:
+        _assert_init_failed_cleanly(srv, "cannot read the TLS CRL file '/nonexistent/crl.pem': No such file or directory")
+    finally:
+        srv.cleanup()
