@@ -1,5 +1,6 @@
 #include "session/mc_session.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <ctime>
@@ -117,6 +118,44 @@ class Recache_tokens {
   }
   Shard shards_[kShards];
   std::atomic<size_t> total_{0};  // entries in all shards
+};
+
+/* flush_all <delay>: memcached invalidates at the deadline everything stored before it, what is
+   stored during the delay included. The rows that exist when the command comes get the deadline
+   as their expiry (in the table: durable and replicated); the rows memcached clients write during
+   the delay get it too, capped here. Process-wide (every worker's connections); while no deadline
+   is pending a write reads one atomic. A later flush_all of the table replaces its deadline, as
+   memcached's does. */
+class Flush_deadlines {
+ public:
+  static Flush_deadlines &instance() {
+    static Flush_deadlines d;
+    return d;
+  }
+  /* deadline: unix time; 0 = none pending any more (flush_all without a delay). */
+  void set(const Mc_container &c, int64_t deadline) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (deadline > 0)
+      by_table_[table_key(c)] = deadline;
+    else
+      by_table_.erase(table_key(c));
+    int64_t latest = 0;
+    for (const auto &e : by_table_) latest = std::max(latest, e.second);
+    latest_.store(latest, std::memory_order_relaxed);
+  }
+  /* The deadline pending for c's table at `now`, or 0. */
+  int64_t pending(const Mc_container &c, int64_t now) {
+    if (now >= latest_.load(std::memory_order_relaxed)) return 0;
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = by_table_.find(table_key(c));
+    return it != by_table_.end() && now < it->second ? it->second : 0;
+  }
+
+ private:
+  static std::string table_key(const Mc_container &c) { return c.db + '\0' + c.table; }
+  std::mutex mu_;
+  std::unordered_map<std::string, int64_t> by_table_;
+  std::atomic<int64_t> latest_{0};  // the latest deadline of any table
 };
 
 
@@ -364,6 +403,10 @@ Store_status Mc_session::range(Open_container &oc, std::string_view spec, std::v
 
 Store_status Mc_session::write(Open_container &oc, Kv_request &kr, Kv_result *res) {
   kr.now = int64_t(time(nullptr));
+  if (kr.set_expiry && kr.op != Kv_op::remove) {
+    const int64_t flush_at = Flush_deadlines::instance().pending(oc.def, kr.now);
+    if (flush_at && (kr.expiry == 0 || kr.expiry > flush_at)) kr.expiry = flush_at;
+  }
   kr.new_cas = next_cas();
   kr.max_value_size = cfg_.mc_max_value_size;
   Store_status st = store_.kv_write(oc.idx, oc.def.layout, kr, res);
@@ -876,7 +919,10 @@ Store_status Mc_session::flush_container(int64_t expire_at, bool *needs_expiry) 
     mr.op = Modify_op::remove;
     st = store_.modify(oc->idx, fr, mr, sink, &n);
   }
-  if (st.ok()) wrote_in_batch = true;
+  if (st.ok()) {
+    wrote_in_batch = true;
+    Flush_deadlines::instance().set(oc->def, expire_at);
+  }
   return st;
 }
 

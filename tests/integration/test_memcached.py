@@ -1063,6 +1063,44 @@ def test_flush_all_with_a_delay_expires_everything_later(mc, key):
 
 
 @on_targets()
+def test_flush_all_with_a_delay_also_flushes_what_is_stored_during_the_delay(mc, key):
+    """As memcached's t/flush-all.t: at the deadline everything stored before it goes, what was
+    set, added, touched or incremented during the delay included (the absolute-time form too);
+    what is stored after the deadline stays."""
+    c = mc()
+    before, new, added, touched, counted, after = (key(n) for n in ("bf", "nw", "ad", "to", "ct", "af"))
+    c.set(before, b"b")
+    c.set(touched, b"t")
+    c.request(f"flush_all {int(time.time()) + 2}\r\n", b"OK\r\n")
+    c.set(new, b"n")
+    c.set(before, b"b2", exptime=3600)
+    c.request(f"add {added} 0 0 1\r\na\r\n", b"STORED\r\n")
+    c.request(f"touch {touched} 3600\r\n", b"TOUCHED\r\n")
+    c.request(f"ma {counted} N0 J5\r\n", b"HD\r\n")
+    c.request(f"get {before} {new} {added}\r\n",
+              value_reply(before, b"b2") + value_reply(new, b"n") + value_reply(added, b"a") + b"END\r\n")
+    time.sleep(3.1)
+    c.request(f"get {before} {new} {added} {touched} {counted}\r\n", b"END\r\n")
+    c.set(after, b"a")
+    c.request(f"get {after}\r\n", value_reply(after, b"a") + b"END\r\n")
+    c.request("flush_all\r\n", b"OK\r\n")
+
+
+@on_targets()
+def test_flush_all_without_a_delay_cancels_a_pending_deadline(mc, key):
+    """memcached keeps one flush time: a later flush_all replaces a pending one, so what is stored
+    after an immediate flush_all is not flushed at the earlier deadline."""
+    c = mc()
+    k = key()
+    c.request("flush_all 2\r\n", b"OK\r\n")
+    c.request("flush_all\r\n", b"OK\r\n")
+    c.set(k, b"v")
+    time.sleep(3.1)
+    c.request(f"get {k}\r\n", value_reply(k, b"v") + b"END\r\n")
+    c.request("flush_all\r\n", b"OK\r\n")
+
+
+@on_targets()
 def test_flush_all_with_a_delay_does_not_revive_expired_items(mc, key):
     c = mc()
     dead, soon = key("dead"), key("soon")
