@@ -481,17 +481,33 @@ int check_tls_reload(MYSQL_THD, struct st_mysql_sys_var *, void *save, struct st
   return 1;
 }
 
-/* The acceptor's tick: once the server's FLUSH SSL has replaced its TLS context, ours follows. */
-void follow_flush_ssl(Server &server, uintptr_t *seen) {
-  uintptr_t now = tablesocket::server_tls_generation();
-  if (now == *seen) return;
-  *seen = now;
-  if (!now) return;
-  std::string error;
-  if (!reload_tls(server, &error))
-    tablesocket::log_error("TLS not reloaded after FLUSH SSL: %s (the previous certificate stays in use)",
-                           error.c_str());
-}
+/* The acceptor's tick: once the server's FLUSH SSL has replaced its TLS context, ours follows. A
+   reload that fails (files caught halfway through a rotation after the server read them) is
+   logged once and retried every tick for a minute, so the two do not stay apart until the next
+   FLUSH SSL. */
+struct Flush_ssl_follower {
+  uintptr_t seen = 0;           // the server's TLS context we last followed
+  unsigned retries_left = 0;    // ticks left to retry a failed reload
+  void tick(Server &server) {
+    const uintptr_t now = tablesocket::server_tls_generation();
+    const bool changed = now != seen;
+    if (!changed && !retries_left) return;
+    seen = now;
+    if (!now) return;
+    std::string error;
+    if (reload_tls(server, &error)) {
+      retries_left = 0;
+    } else if (changed) {
+      retries_left = 60;
+      tablesocket::log_error("TLS not reloaded after FLUSH SSL: %s (the previous certificate stays in use; "
+                             "retried every second for a minute)", error.c_str());
+    } else if (--retries_left == 0) {
+      tablesocket::log_error("TLS still not reloaded a minute after FLUSH SSL: %s (the previous certificate "
+                             "stays in use until the next FLUSH SSL or SET GLOBAL tablesocket_tls_reload)",
+                             error.c_str());
+    }
+  }
+};
 
 int tablesocket_init(void *) {
   try {
@@ -499,7 +515,7 @@ int tablesocket_init(void *) {
     if (cfg.output_high_water > cfg.max_output_buffer) cfg.output_high_water = cfg.max_output_buffer;
     const char *cert_origin = apply_server_tls_defaults(cfg);
     auto server = std::make_unique<Server>(cfg);
-    server->set_tick([seen = tablesocket::server_tls_generation()](Server &s) mutable { follow_flush_ssl(s, &seen); });
+    server->set_tick([f = Flush_ssl_follower{tablesocket::server_tls_generation()}](Server &s) mutable { f.tick(s); });
     std::string error;
     if (!server->start(&error)) {
       tablesocket::log_error("not started: %s", error.c_str());

@@ -822,6 +822,34 @@ def test_flush_ssl_reloads_the_servers_certificate_and_its_tls_version_applies(r
         assert "from the server's ssl_cert and ssl_key) reloaded" in s.log_tail(50)
 
 
+def test_a_reload_after_flush_ssl_that_fails_is_retried_until_the_files_are_whole(request, certs):
+    """FLUSH SSL reloads tablesocket's own files too; if they cannot be used at that moment (halfway
+    through a rotation) tablesocket logs it, keeps its certificate and tries again every second,
+    so the rotation completes without another FLUSH SSL."""
+    srv = h.make_server("tlsretry")
+    d = srv.rundir / "certs"
+    d.mkdir()
+    for src, dst in (("server.pem", "own.pem"), ("server.key", "own.key"), ("server.pem", "ts.pem"),
+                     ("server.key", "ts.key")):
+        shutil.copy(certs / src, d / dst)
+    srv.extra_args += [f"--ssl-cert={d / 'own.pem'}", f"--ssl-key={d / 'own.key'}",
+                       f"--tablesocket-ssl-cert={d / 'ts.pem'}", f"--tablesocket-ssl-key={d / 'ts.key'}"]
+    with running(request, srv) as s:
+        _tables(s)
+        shutil.copy(certs / "fallback.pem", d / "ts.pem")  # the new certificate, its key not yet there
+        s.exec_sql("FLUSH SSL", db=None)
+        deadline = time.monotonic() + 5
+        while "TLS not reloaded after FLUSH SSL: cannot use the TLS key" not in s.log_tail(50):
+            assert time.monotonic() < deadline, "the failed reload was not logged"
+            time.sleep(0.1)
+        assert _server_cn(s.hs_port, certs) == "tablesocket-test-server"
+        shutil.copy(certs / "fallback.key", d / "ts.key")
+        deadline = time.monotonic() + 5
+        while _server_cn(s.hs_port, certs) != "tablesocket-server-own":
+            assert time.monotonic() < deadline, "the reload was not retried"
+            time.sleep(0.1)
+
+
 def test_a_revoked_client_certificate_no_longer_logs_in_once_the_crl_is_reloaded(request, certs):
     """tablesocket_ssl_crl: a client certificate the CA revoked does not verify, so it logs into no
     REQUIRE X509 account; a session it opened before the reload goes on."""
