@@ -1,4 +1,5 @@
-/* Plugin declaration: system variables, status variables, init/deinit. Nothing else lives here. */
+/* Plugin declaration: system variables (and the TLS reload one of them triggers), status variables,
+   init/deinit. Nothing else lives here. */
 #include <mysql/plugin.h>
 
 #include <strings.h>
