@@ -120,6 +120,41 @@ class Recache_tokens {
   std::atomic<size_t> total_{0};  // entries in all shards
 };
 
+/* What memcached's `stats` lists, from the server's counters (every worker): `stats reset` takes
+   the totals at that moment as the zero of the figures memcached clients see, as memcached zeroes
+   its own (SHOW STATUS keeps counting from the start). Process-wide, like memcached's. */
+class Mc_stats_zero {
+ public:
+  static Mc_stats_zero &instance() {
+    static Mc_stats_zero z;
+    return z;
+  }
+#define TS_MC_RESET_COUNTERS(X) \
+  X(connections_total) X(connections_rejected) X(mc_cmd_get) X(requests_insert) X(mc_get_hits) \
+  X(mc_get_misses) X(rows_read) X(rows_written) X(errors)
+  void reset(const Counters &now) {
+#define X(name) name##_.store(now.name.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    TS_MC_RESET_COUNTERS(X)
+#undef X
+  }
+  /* now's counters less the zero (a counter never goes back, so the difference is >= 0). */
+  void apply(Counters &now) const {
+#define X(name) now.name.store(now.name.load(std::memory_order_relaxed) - name##_.load(std::memory_order_relaxed), \
+                               std::memory_order_relaxed);
+    TS_MC_RESET_COUNTERS(X)
+#undef X
+  }
+
+ private:
+#define X(name) std::atomic<uint64_t> name##_{0};
+  TS_MC_RESET_COUNTERS(X)
+#undef X
+#undef TS_MC_RESET_COUNTERS
+};
+
+/* When this plugin was loaded (INSTALL SONAME or server start): memcached's uptime. */
+const time_t g_loaded_at = time(nullptr);
+
 /* flush_all <delay>: memcached invalidates at the deadline everything stored before it, what is
    stored during the delay included. The rows that exist when the command comes get the deadline
    as their expiry (in the table: durable and replicated); the rows memcached clients write during
@@ -928,23 +963,34 @@ Store_status Mc_session::flush_container(int64_t expire_at, bool *needs_expiry) 
 
 Mc_session::Stats_kind Mc_session::collect_stats(std::string_view arg, std::vector<Stat> *stats) {
   auto add = [&](const char *name, std::string value) { stats->push_back(Stat{name, std::move(value)}); };
-  if (arg.empty()) {
+  Counters sum;
+  if (arg.empty() || arg == "reset") {
     /* Server-wide figures (every worker, both protocols' connections), as memcached's are
        process-wide. */
-    Counters sum;
     if (all_counters_)
       all_counters_->sum_counters(sum);
     else
       add_counters(sum, counters_);
+  }
+  if (arg == "reset") {
+    Mc_stats_zero::instance().reset(sum);
+    return Stats_kind::reset;
+  }
+  if (arg.empty()) {
     const int64_t live = sum.connections.load();
+    Mc_stats_zero::instance().apply(sum);
+    const time_t now = time(nullptr);
     add("pid", std::to_string(getpid()));
-    add("time", std::to_string(time(nullptr)));
+    add("uptime", std::to_string(now > g_loaded_at ? now - g_loaded_at : 0));
+    add("time", std::to_string(now));
     add("version", "1.6.18");
     add("pointer_size", std::to_string(8 * sizeof(void *)));
     add("threads", std::to_string(cfg_.threads));
     add("curr_connections", std::to_string(live > 0 ? live : 0));
     add("total_connections", std::to_string(sum.connections_total.load()));
     add("rejected_connections", std::to_string(sum.connections_rejected.load()));
+    add("max_connections", std::to_string(cfg_.max_connections));
+    add("accepting_conns", live < int64_t(cfg_.max_connections) ? "1" : "0");
     add("cmd_get", std::to_string(sum.mc_cmd_get.load()));
     add("cmd_set", std::to_string(sum.requests_insert.load()));
     add("get_hits", std::to_string(sum.mc_get_hits.load()));
@@ -955,7 +1001,6 @@ Mc_session::Stats_kind Mc_session::collect_stats(std::string_view arg, std::vect
     add("engine", "tablesocket (MariaDB tables)");
     return Stats_kind::listed;
   }
-  if (arg == "reset") return Stats_kind::reset;
   if (arg == "settings") {
     add("item_size_max", std::to_string(cfg_.mc_max_value_size));
     add("maxconns", std::to_string(cfg_.max_connections));

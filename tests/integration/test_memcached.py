@@ -991,6 +991,22 @@ def test_stats_count_keys_hits_and_misses(mc, key):
     s1 = stats()
     assert {k: s1[k] - s0[k] for k in s0} == {"cmd_get": 5, "get_hits": 2, "get_misses": 3}
 
+def test_stats_reset_zeroes_the_counters_clients_see(mc, key):
+    """As memcached's t/issue_104.t: after `stats reset` the get/set counters count from zero
+    (tablesocket's SHOW STATUS keeps its own totals); `uptime` is listed."""
+    c = mc()
+    k = key()
+    c.request("stats reset\r\n", b"RESET\r\n")
+    c.request(f"get {k}\r\n", b"END\r\n")
+    c.set(k, b"v")
+    c.request(f"get {k}\r\n", value_reply(k, b"v") + b"END\r\n")
+    c.send("stats\r\n")
+    st = dict(re.findall(rb"STAT (\S+) (\S+)\r\n", c.recv_until()))
+    assert {n: int(st[n.encode()]) for n in ("cmd_get", "get_hits", "get_misses", "cmd_set")} == \
+        {"cmd_get": 2, "get_hits": 1, "get_misses": 1, "cmd_set": 1}, st
+    assert int(st[b"uptime"]) >= 0
+
+
 # --------------------------------------------------------------------------------------------------
 # expiry
 
