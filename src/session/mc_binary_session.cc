@@ -355,8 +355,11 @@ Mc_session::Exec Mc_session::bin_stat(const Bin_request &rq, Byte_buffer &out) {
   switch (collect_stats(rq.key, &stats)) {
     case Stats_kind::listed:
       for (const Stat &s : stats) mc::encode_bin_response(out, rq, Bin_status::ok, 0, {}, s.name, s.value);
+      /* memcached sends the (here empty) per-prefix dump as one figure holding the text form */
+      if (rq.key == "detail dump") mc::encode_bin_response(out, rq, Bin_status::ok, 0, {}, "detailed", "END\r\n");
       break;
-    case Stats_kind::reset: break;
+    case Stats_kind::reset:
+    case Stats_kind::done: break;
     case Stats_kind::unknown:
       counters_.add(counters_.errors);
       mc::encode_bin_error(out, rq, Bin_status::key_enoent);

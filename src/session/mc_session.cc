@@ -1006,6 +1006,10 @@ Mc_session::Stats_kind Mc_session::collect_stats(std::string_view arg, std::vect
     add("maxconns", std::to_string(cfg_.max_connections));
     return Stats_kind::listed;
   }
+  /* Per-prefix statistics are not kept: turning them on or off is accepted (as memcached's "OK")
+     and their dump is empty. */
+  if (arg == "detail on" || arg == "detail off") return Stats_kind::done;
+  if (arg == "detail dump") return Stats_kind::listed;
   /* Nothing to list: rows live in tables, not slabs ("cachedump" lists no keys, as an empty slab). */
   if (arg == "items" || arg == "slabs" || arg == "sizes" || arg == "conns" || arg == "detail" || arg == "cachedump")
     return Stats_kind::listed;
@@ -1014,12 +1018,19 @@ Mc_session::Stats_kind Mc_session::collect_stats(std::string_view arg, std::vect
 
 Mc_session::Exec Mc_session::exec_stats(const Mc_request &rq, Byte_buffer &out) {
   std::vector<Stat> stats;
-  switch (collect_stats(rq.nstats_args ? rq.stats_args[0] : std::string_view(), &stats)) {
+  std::string_view arg = rq.nstats_args ? rq.stats_args[0] : std::string_view();
+  std::string two;  // "detail on": the binary protocol's key holds it as one string
+  if (rq.nstats_args == 2 && arg == "detail") {
+    two.append(arg).append(1, ' ').append(rq.stats_args[1]);
+    arg = two;
+  }
+  switch (collect_stats(arg, &stats)) {
     case Stats_kind::listed:
       for (const Stat &st : stats) mc::encode_stat(out, st.name, st.value);
       mc::encode_reply(out, Mc_reply::end);
       break;
     case Stats_kind::reset: mc::encode_reply(out, Mc_reply::reset); break;
+    case Stats_kind::done: mc::encode_reply(out, Mc_reply::ok); break;
     case Stats_kind::unknown: mc::encode_reply(out, Mc_reply::error); break;
   }
   return Exec::done;

@@ -131,7 +131,8 @@ class Mc_session final : public Session {
     const char *name;
     std::string value;
   };
-  enum class Stats_kind : uint8_t { listed, reset, unknown };
+  /* listed: the figures, then END; reset / done: "RESET" / "OK" (binary: the end packet only). */
+  enum class Stats_kind : uint8_t { listed, reset, done, unknown };
   Stats_kind collect_stats(std::string_view arg, std::vector<Stat> *stats);
 
   /* ---- the binary protocol (mc_binary_session.cc) ---- */

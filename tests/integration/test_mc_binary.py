@@ -271,6 +271,11 @@ def test_version_noop_stat(bc):
         got[r.key] = r.value
     assert got[b"item_size_max"] == b"1048576"
     assert c.call(STAT, key=b"nonsense").shape() == err(STAT, ENOENT, b"Not found")
+    for key in (b"detail on", b"detail off", b"reset"):  # memcached's t/binary.t: no figures, no error
+        assert c.call(STAT, key=key, opaque=9).shape() == ok(STAT, opaque=9), key
+    c.send(request(STAT, key=b"detail dump", opaque=9))  # the (empty) dump as one figure
+    assert c.resp().shape() == ok(STAT, key=b"detailed", value=b"END\r\n", opaque=9)
+    assert c.resp().shape() == ok(STAT, opaque=9)
 
 
 def test_quit_answers_then_closes_quitq_closes_silently(bc):

@@ -991,6 +991,14 @@ def test_stats_count_keys_hits_and_misses(mc, key):
     s1 = stats()
     assert {k: s1[k] - s0[k] for k in s0} == {"cmd_get": 5, "get_hits": 2, "get_misses": 3}
 
+def test_stats_detail_is_accepted_and_dumps_nothing(mc):
+    """memcached's t/binary.t and stats tests turn per-prefix statistics on and dump them."""
+    c = mc()
+    c.request("stats detail on\r\n", b"OK\r\n")
+    c.request("stats detail dump\r\n", b"END\r\n")
+    c.request("stats detail off\r\n", b"OK\r\n")
+
+
 def test_stats_reset_zeroes_the_counters_clients_see(mc, key):
     """As memcached's t/issue_104.t: after `stats reset` the get/set counters count from zero
     (tablesocket's SHOW STATUS keeps its own totals); `uptime` is listed."""
