@@ -38,7 +38,20 @@ namespace tablesocket {
   X(buffer_memory_closes, "connections closed because all buffers together were over max_buffer_memory") \
   X(mc_cmd_get, "memcached keys asked for (get, gets, gat, gats, mg; a range counts its rows)") \
   X(mc_get_hits, "memcached keys found (live rows)")                   \
-  X(mc_get_misses, "memcached keys not found or expired")
+  X(mc_get_misses, "memcached keys not found or expired")              \
+  X(mc_cmd_touch, "memcached touches (touch, gat, gats, mg T, binary touch/gat)") \
+  X(mc_touch_hits, "memcached touches of a live item")                  \
+  X(mc_touch_misses, "memcached touches of a missing item")             \
+  X(mc_cas_hits, "memcached compare-and-swap stores that matched")      \
+  X(mc_cas_badval, "memcached compare-and-swap stores refused: the item changed") \
+  X(mc_cas_misses, "memcached compare-and-swap stores of a missing item") \
+  X(mc_delete_hits, "memcached deletes of a live item")                 \
+  X(mc_delete_misses, "memcached deletes of a missing item")            \
+  X(mc_incr_hits, "memcached increments of a live item")                \
+  X(mc_incr_misses, "memcached increments of a missing item")           \
+  X(mc_decr_hits, "memcached decrements of a live item")                \
+  X(mc_decr_misses, "memcached decrements of a missing item")           \
+  X(mc_cmd_flush, "memcached flush_all commands that flushed")
 
 struct Counters {
 #define TS_DECLARE_COUNTER(name, desc) std::atomic<uint64_t> name{0};

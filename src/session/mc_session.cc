@@ -131,7 +131,9 @@ class Mc_stats_zero {
   }
 #define TS_MC_RESET_COUNTERS(X) \
   X(connections_total) X(connections_rejected) X(mc_cmd_get) X(requests_insert) X(mc_get_hits) \
-  X(mc_get_misses) X(rows_read) X(rows_written) X(errors)
+  X(mc_get_misses) X(rows_read) X(rows_written) X(errors) X(mc_cmd_touch) X(mc_touch_hits) \
+  X(mc_touch_misses) X(mc_cas_hits) X(mc_cas_badval) X(mc_cas_misses) X(mc_delete_hits) \
+  X(mc_delete_misses) X(mc_incr_hits) X(mc_incr_misses) X(mc_decr_hits) X(mc_decr_misses) X(mc_cmd_flush)
   void reset(const Counters &now) {
 #define X(name) name##_.store(now.name.load(std::memory_order_relaxed), std::memory_order_relaxed);
     TS_MC_RESET_COUNTERS(X)
@@ -436,7 +438,7 @@ Store_status Mc_session::range(Open_container &oc, std::string_view spec, std::v
   return {};
 }
 
-Store_status Mc_session::write(Open_container &oc, Kv_request &kr, Kv_result *res) {
+Store_status Mc_session::write(Open_container &oc, Kv_request &kr, Kv_result *res, bool counted) {
   kr.now = int64_t(time(nullptr));
   if (kr.set_expiry && kr.op != Kv_op::remove) {
     const int64_t flush_at = Flush_deadlines::instance().pending(oc.def, kr.now);
@@ -447,6 +449,7 @@ Store_status Mc_session::write(Open_container &oc, Kv_request &kr, Kv_result *re
   Store_status st = store_.kv_write(oc.idx, oc.def.layout, kr, res);
   if (st.ok()) {
     if (!store_.write_committed()) wrote_in_batch = true;  // its reply waits for the batch's commit
+    if (counted) count_outcome(kr.op, res->outcome);
     /* A new value (or none) ends the item's stale/win state; a touch does not, nor a write that
        changed nothing (an add of an existing item, a cas that did not match, incr of a
        non-number, ...). */
@@ -457,6 +460,34 @@ Store_status Mc_session::write(Open_container &oc, Kv_request &kr, Kv_result *re
       Recache_tokens::instance().forget(k, token_key(oc.def, k));
   }
   return st;
+}
+
+/* memcached's per-command hit/miss figures (`stats`: cas_hits, delete_misses, ...). */
+void Mc_session::count_outcome(Kv_op op, Kv_outcome outcome) {
+  const bool missing = outcome == Kv_outcome::not_found;
+  switch (op) {
+    case Kv_op::touch:
+      counters_.add(counters_.mc_cmd_touch);
+      counters_.add(missing ? counters_.mc_touch_misses : counters_.mc_touch_hits);
+      break;
+    case Kv_op::cas:
+      if (outcome == Kv_outcome::stored) counters_.add(counters_.mc_cas_hits);
+      else if (outcome == Kv_outcome::exists) counters_.add(counters_.mc_cas_badval);
+      else if (missing) counters_.add(counters_.mc_cas_misses);
+      break;
+    case Kv_op::remove:
+      if (outcome == Kv_outcome::deleted) counters_.add(counters_.mc_delete_hits);
+      else if (missing) counters_.add(counters_.mc_delete_misses);
+      break;
+    case Kv_op::incr:
+    case Kv_op::decr: {
+      const bool incr = op == Kv_op::incr;
+      if (outcome == Kv_outcome::number) counters_.add(incr ? counters_.mc_incr_hits : counters_.mc_decr_hits);
+      else if (missing) counters_.add(incr ? counters_.mc_incr_misses : counters_.mc_decr_misses);
+      break;
+    }
+    default: break;
+  }
 }
 
 Store_status Mc_session::touch_row(Open_container &oc, std::string_view key, int64_t expiry) {
@@ -487,8 +518,9 @@ void Mc_session::drop_refused_item(std::string_view key) {
   kr.op = Kv_op::remove;
   kr.key = Datum{row_key.data(), row_key.size()};
   Kv_result res;
-  /* Best effort, like memcached's unlink: if the row is locked right now it simply stays. */
-  write(*oc, kr, &res);
+  /* Best effort, like memcached's unlink: if the row is locked right now it simply stays. Not a
+     delete of the client's: not counted as one. */
+  write(*oc, kr, &res, false);
 }
 
 bool Mc_session::waits_for_lock(const Store_status &st) {
@@ -956,6 +988,7 @@ Store_status Mc_session::flush_container(int64_t expire_at, bool *needs_expiry) 
   }
   if (st.ok()) {
     wrote_in_batch = true;
+    counters_.add(counters_.mc_cmd_flush);
     Flush_deadlines::instance().set(oc->def, expire_at);
   }
   return st;
@@ -995,6 +1028,19 @@ Mc_session::Stats_kind Mc_session::collect_stats(std::string_view arg, std::vect
     add("cmd_set", std::to_string(sum.requests_insert.load()));
     add("get_hits", std::to_string(sum.mc_get_hits.load()));
     add("get_misses", std::to_string(sum.mc_get_misses.load()));
+    add("cmd_touch", std::to_string(sum.mc_cmd_touch.load()));
+    add("cmd_flush", std::to_string(sum.mc_cmd_flush.load()));
+    add("touch_hits", std::to_string(sum.mc_touch_hits.load()));
+    add("touch_misses", std::to_string(sum.mc_touch_misses.load()));
+    add("delete_misses", std::to_string(sum.mc_delete_misses.load()));
+    add("delete_hits", std::to_string(sum.mc_delete_hits.load()));
+    add("incr_misses", std::to_string(sum.mc_incr_misses.load()));
+    add("incr_hits", std::to_string(sum.mc_incr_hits.load()));
+    add("decr_misses", std::to_string(sum.mc_decr_misses.load()));
+    add("decr_hits", std::to_string(sum.mc_decr_hits.load()));
+    add("cas_misses", std::to_string(sum.mc_cas_misses.load()));
+    add("cas_hits", std::to_string(sum.mc_cas_hits.load()));
+    add("cas_badval", std::to_string(sum.mc_cas_badval.load()));
     add("rows_read", std::to_string(sum.rows_read.load()));
     add("rows_written", std::to_string(sum.rows_written.load()));
     add("errors", std::to_string(sum.errors.load()));

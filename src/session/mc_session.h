@@ -104,7 +104,8 @@ class Mc_session final : public Session {
   void clear_items();                // items_.clear(), keeping value buffers for the next request
   Store_status lookup(Open_container &oc, const std::string_view *keys, size_t n, std::vector<Item> &items);
   Store_status range(Open_container &oc, std::string_view spec, std::vector<Item> &items);
-  Store_status write(Open_container &oc, Kv_request &kr, Kv_result *res);
+  /* counted: the outcome counts in memcached's per-command figures (not for an internal write). */
+  Store_status write(Open_container &oc, Kv_request &kr, Kv_result *res, bool counted = true);
   /* Sets the expiry of key's row (gat/gats, and T<ttl> of mg, ma, md I). */
   Store_status touch_row(Open_container &oc, std::string_view key, int64_t expiry);
   /* Adds key's row with value and expiry unless it exists (N<ttl> of mg and ma). */
@@ -132,6 +133,7 @@ class Mc_session final : public Session {
     std::string value;
   };
   /* listed: the figures, then END; reset / done: "RESET" / "OK" (binary: the end packet only). */
+  void count_outcome(Kv_op op, Kv_outcome outcome);
   enum class Stats_kind : uint8_t { listed, reset, done, unknown };
   Stats_kind collect_stats(std::string_view arg, std::vector<Stat> *stats);
 

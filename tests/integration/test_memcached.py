@@ -1015,6 +1015,36 @@ def test_stats_reset_zeroes_the_counters_clients_see(mc, key):
     assert int(st[b"uptime"]) >= 0
 
 
+def test_stats_count_hits_and_misses_per_command(mc, key):
+    """The per-command figures monitoring reads (Prometheus' memcached_exporter needs the cas ones
+    to report the server up): touch, cas, delete, incr, decr hits and misses, cmd_touch, cmd_flush."""
+    c = mc()
+    k, n, gone = key("k"), key("n"), key("gone")
+    c.set(k, b"v")
+    c.set(n, b"5")
+    c.request("stats reset\r\n", b"RESET\r\n")
+    c.request(f"touch {k} 100\r\n", b"TOUCHED\r\n")
+    c.request(f"touch {gone} 100\r\n", b"NOT_FOUND\r\n")
+    c.request(f"cas {gone} 0 0 1 1\r\nx\r\n", b"NOT_FOUND\r\n")
+    c.send(f"gets {k}\r\n")
+    cas = int(re.match(rb"VALUE \S+ 0 1 (\d+)\r\n", c.recv_until()).group(1))
+    c.request(f"cas {k} 0 0 1 {cas}\r\nw\r\n", b"STORED\r\n")
+    c.request(f"cas {k} 0 0 1 {cas}\r\nz\r\n", b"EXISTS\r\n")
+    c.request(f"incr {n} 2\r\n", b"7\r\n")
+    c.request(f"incr {gone} 2\r\n", b"NOT_FOUND\r\n")
+    c.request(f"decr {n} 1\r\n", b"6\r\n")
+    c.request(f"decr {gone} 1\r\n", b"NOT_FOUND\r\n")
+    c.request(f"delete {n}\r\n", b"DELETED\r\n")
+    c.request(f"delete {gone}\r\n", b"NOT_FOUND\r\n")
+    c.request(f"delete {gone}\r\n", b"NOT_FOUND\r\n")
+    c.request("flush_all\r\n", b"OK\r\n")
+    c.send("stats\r\n")
+    st = dict(re.findall(rb"STAT (\S+) (\S+)\r\n", c.recv_until()))
+    names = ("cmd_touch", "touch_hits", "touch_misses", "cas_hits", "cas_badval", "cas_misses", "incr_hits",
+             "incr_misses", "decr_hits", "decr_misses", "delete_hits", "delete_misses", "cmd_flush")
+    assert {n: int(st[n.encode()]) for n in names} == dict(zip(names, (2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1))), st
+
+
 # --------------------------------------------------------------------------------------------------
 # expiry
 
