@@ -36,10 +36,10 @@ namespace tablesocket {
   X(tls_handshake_failures, "TLS handshakes failed or timed out")       \
   X(tls_refused, "plaintext TCP connections refused by require_tls")      \
   X(buffer_memory_closes, "connections closed because all buffers together were over max_buffer_memory") \
-  X(mc_cmd_get, "memcached keys asked for (get, gets, gat, gats, mg; a range counts its rows)") \
+  X(mc_cmd_get, "memcached keys asked for (get, gets, mg; a range counts its rows)") \
   X(mc_get_hits, "memcached keys found (live rows)")                   \
   X(mc_get_misses, "memcached keys not found or expired")              \
-  X(mc_cmd_touch, "memcached touches (touch, gat, gats, mg T, binary touch/gat)") \
+  X(mc_cmd_touch, "memcached touches (touch, gat, gats, binary touch/gat, an mg with T that found its item)") \
   X(mc_touch_hits, "memcached touches of a live item")                  \
   X(mc_touch_misses, "memcached touches of a missing item")             \
   X(mc_cas_hits, "memcached compare-and-swap stores that matched")      \

@@ -204,7 +204,7 @@ Mc_session::Exec Mc_session::bin_get(const Bin_request &rq, Byte_buffer &out) {
   clear_items();
   Store_status st = lookup(*oc, &row_key, 1, items_);
   if (!st.ok()) return bin_server_error(st, rq, out);
-  if (rq.op != Bin_op::touch) count_gets(1, items_.size());
+  count_reads(touch, 1, items_.size());
   if (items_.empty()) {
     if (rq.quiet) return Exec::done;  // a quiet get's miss is not answered
     if (with_key)

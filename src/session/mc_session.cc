@@ -466,10 +466,7 @@ Store_status Mc_session::write(Open_container &oc, Kv_request &kr, Kv_result *re
 void Mc_session::count_outcome(Kv_op op, Kv_outcome outcome) {
   const bool missing = outcome == Kv_outcome::not_found;
   switch (op) {
-    case Kv_op::touch:
-      counters_.add(counters_.mc_cmd_touch);
-      counters_.add(missing ? counters_.mc_touch_misses : counters_.mc_touch_hits);
-      break;
+    case Kv_op::touch: count_touches(1, missing ? 0 : 1); break;  // the touch command
     case Kv_op::cas:
       if (outcome == Kv_outcome::stored) counters_.add(counters_.mc_cas_hits);
       else if (outcome == Kv_outcome::exists) counters_.add(counters_.mc_cas_badval);
@@ -496,7 +493,7 @@ Store_status Mc_session::touch_row(Open_container &oc, std::string_view key, int
   kr.key = Datum{key.data() ? key.data() : "", key.size()};
   kr.expiry = expiry;
   Kv_result res;
-  return write(oc, kr, &res);
+  return write(oc, kr, &res, false);  // the read that found the item counted it
 }
 
 Store_status Mc_session::add_row(Open_container &oc, std::string_view key, std::string_view value,
@@ -838,7 +835,7 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
                      with_cas ? cas_of(it) : 0);
   mc::encode_reply(out, Mc_reply::end);
   counters_.add(counters_.rows_read, items_.size());
-  count_gets(asked, found);
+  count_reads(touch, asked, found);
   return Exec::done;
 }
 
@@ -1114,7 +1111,9 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
       if (!st.ok()) return server_error(st, out, false);
     }
   }
-  count_gets(1, items_.size() - (vivified ? 1 : 0));
+  /* memcached counts an mg with T that found its item as a touch, one that did not as a get miss */
+  const uint64_t found_one = items_.size() - (vivified ? 1 : 0);
+  count_reads(rq.meta.has_ttl && found_one, 1, found_one);
   if (items_.empty()) {
     if (!rq.noreply) mc::encode_meta(out, Mc_meta_code::en, rq, nullptr);
     return Exec::done;

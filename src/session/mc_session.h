@@ -58,6 +58,18 @@ class Mc_session final : public Session {
     counters_.add(counters_.mc_get_hits, found);
     counters_.add(counters_.mc_get_misses, asked - found);
   }
+  /* A read that also touches (gat, gats, mg T, binary touch/gat) counts as a touch, as in memcached. */
+  void count_touches(uint64_t asked, uint64_t found) {
+    counters_.add(counters_.mc_cmd_touch, asked);
+    counters_.add(counters_.mc_touch_hits, found);
+    counters_.add(counters_.mc_touch_misses, asked - found);
+  }
+  void count_reads(bool touching, uint64_t asked, uint64_t found) {
+    if (touching)
+      count_touches(asked, found);
+    else
+      count_gets(asked, found);
+  }
   struct Open_container {
     Mc_container def;
     Open_index idx;

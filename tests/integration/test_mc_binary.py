@@ -251,6 +251,25 @@ def test_touch_gat_gatk_gatq(bc, key):
     assert c.call(GET, key=e).status == ENOENT
 
 
+def test_touch_and_gat_count_as_touches_hit_or_miss(bc, key):
+    """As memcached: a binary TOUCH or GAT counts in cmd_touch and touch_hits/touch_misses (a miss
+    too), not in the get figures."""
+    c = bc()
+    k, gone = key("t"), key("gone")
+    assert c.call(SET, set_extras(), k, b"v").status == OK
+    assert c.call(STAT, key=b"reset").status == OK
+    assert c.call(TOUCH, struct.pack(">I", 100), gone).status == ENOENT
+    assert c.call(TOUCH, struct.pack(">I", 100), k).status == OK
+    assert c.call(GAT, struct.pack(">I", 100), k).status == OK
+    assert c.call(GAT, struct.pack(">I", 100), gone).status == ENOENT
+    c.send(request(STAT))
+    got = {}
+    while (r := c.resp()).key:
+        got[r.key] = r.value
+    assert {n: int(got[n]) for n in (b"cmd_touch", b"touch_hits", b"touch_misses", b"cmd_get")} == \
+        {b"cmd_touch": 4, b"touch_hits": 2, b"touch_misses": 2, b"cmd_get": 0}, got
+
+
 def test_version_noop_stat(bc):
     c = bc()
     assert c.call(VERSION, opaque=5).shape() == ok(VERSION, value=b"1.6.18", opaque=5)

@@ -1030,6 +1030,9 @@ def test_stats_count_hits_and_misses_per_command(mc, key):
     cas = int(re.match(rb"VALUE \S+ 0 1 (\d+)\r\n", c.recv_until()).group(1))
     c.request(f"cas {k} 0 0 1 {cas}\r\nw\r\n", b"STORED\r\n")
     c.request(f"cas {k} 0 0 1 {cas}\r\nz\r\n", b"EXISTS\r\n")
+    c.request(f"gat 100 {k} {gone}\r\n", value_reply(k, b"w") + b"END\r\n")  # touches, not gets
+    c.request(f"mg {k} T100\r\n", b"HD\r\n")
+    c.request(f"mg {gone} T100\r\n", b"EN\r\n")
     c.request(f"incr {n} 2\r\n", b"7\r\n")
     c.request(f"incr {gone} 2\r\n", b"NOT_FOUND\r\n")
     c.request(f"decr {n} 1\r\n", b"6\r\n")
@@ -1040,9 +1043,11 @@ def test_stats_count_hits_and_misses_per_command(mc, key):
     c.request("flush_all\r\n", b"OK\r\n")
     c.send("stats\r\n")
     st = dict(re.findall(rb"STAT (\S+) (\S+)\r\n", c.recv_until()))
-    names = ("cmd_touch", "touch_hits", "touch_misses", "cas_hits", "cas_badval", "cas_misses", "incr_hits",
-             "incr_misses", "decr_hits", "decr_misses", "delete_hits", "delete_misses", "cmd_flush")
-    assert {n: int(st[n.encode()]) for n in names} == dict(zip(names, (2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1))), st
+    names = ("cmd_get", "get_hits", "cmd_touch", "touch_hits", "touch_misses", "cas_hits", "cas_badval",
+             "cas_misses", "incr_hits", "incr_misses", "decr_hits", "decr_misses", "delete_hits", "delete_misses",
+             "cmd_flush")
+    assert {n: int(st[n.encode()]) for n in names} == \
+        dict(zip(names, (2, 1, 5, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1))), st  # (mg T's miss is a get miss)
 
 
 # --------------------------------------------------------------------------------------------------

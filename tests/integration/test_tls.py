@@ -742,6 +742,17 @@ def _server_cn(port: int, certs: Path) -> str:
         return dict(x[0] for x in c.sock.getpeercert()["subject"])["commonName"]
 
 
+def _server_with_cert_copies(name: str, certs: Path, copies: dict[str, str], args: tuple[str, ...] = ()):
+    """A server (not started) and its run directory's certs/ folder holding copies of the test
+    certificates ({copy name: certificate file}), which the test then rotates."""
+    srv = h.make_server(name, list(args))
+    d = srv.rundir / "certs"
+    d.mkdir()
+    for dst, src in copies.items():
+        shutil.copy(certs / src, d / dst)
+    return srv, d
+
+
 def _gencrl(d: Path, revoke: str | None = None) -> None:
     """d/crl.pem: the test CA's CRL, revoking d/<revoke>.pem if given (openssl ca's database in d)."""
     cnf = d / "ca.cnf"
@@ -760,11 +771,7 @@ def test_tls_reload_reads_the_certificate_again_and_a_bad_one_keeps_the_old(requ
     now, a connection already encrypted keeps working; a certificate that cannot be used fails the
     SET with the reason and the previous one stays in use."""
     import pymysql
-    srv = h.make_server("tlsreload")
-    d = srv.rundir / "certs"
-    d.mkdir()
-    shutil.copy(certs / "server.pem", d / "server.pem")
-    shutil.copy(certs / "server.key", d / "server.key")
+    srv, d = _server_with_cert_copies("tlsreload", certs, {"server.pem": "server.pem", "server.key": "server.key"})
     srv.extra_args += [f"--tablesocket-ssl-cert={d / 'server.pem'}", f"--tablesocket-ssl-key={d / 'server.key'}"]
     with running(request, srv) as s:
         _tables(s)
@@ -795,11 +802,8 @@ def test_tls_reload_reads_the_certificate_again_and_a_bad_one_keeps_the_old(requ
 def test_flush_ssl_reloads_the_servers_certificate_and_its_tls_version_applies(request, certs):
     """With the server's own certificate (tablesocket_ssl_* empty), the server's FLUSH SSL reloads
     tablesocket's too; the server's tls_version (here TLSv1.3 only) limits tablesocket's ports."""
-    srv = h.make_server("tlsflush", ["--tls-version=TLSv1.3"])
-    d = srv.rundir / "certs"
-    d.mkdir()
-    shutil.copy(certs / "server.pem", d / "own.pem")
-    shutil.copy(certs / "server.key", d / "own.key")
+    srv, d = _server_with_cert_copies("tlsflush", certs, {"own.pem": "server.pem", "own.key": "server.key"},
+                                      ("--tls-version=TLSv1.3",))
     srv.extra_args += [f"--ssl-cert={d / 'own.pem'}", f"--ssl-key={d / 'own.key'}"]
     with running(request, srv) as s:
         _tables(s)
@@ -826,12 +830,8 @@ def test_a_reload_after_flush_ssl_that_fails_is_retried_until_the_files_are_whol
     """FLUSH SSL reloads tablesocket's own files too; if they cannot be used at that moment (halfway
     through a rotation) tablesocket logs it, keeps its certificate and tries again every second,
     so the rotation completes without another FLUSH SSL."""
-    srv = h.make_server("tlsretry")
-    d = srv.rundir / "certs"
-    d.mkdir()
-    for src, dst in (("server.pem", "own.pem"), ("server.key", "own.key"), ("server.pem", "ts.pem"),
-                     ("server.key", "ts.key")):
-        shutil.copy(certs / src, d / dst)
+    srv, d = _server_with_cert_copies("tlsretry", certs, {"own.pem": "server.pem", "own.key": "server.key",
+                                                          "ts.pem": "server.pem", "ts.key": "server.key"})
     srv.extra_args += [f"--ssl-cert={d / 'own.pem'}", f"--ssl-key={d / 'own.key'}",
                        f"--tablesocket-ssl-cert={d / 'ts.pem'}", f"--tablesocket-ssl-key={d / 'ts.key'}"]
     with running(request, srv) as s:
