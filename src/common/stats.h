@@ -51,7 +51,10 @@ namespace tablesocket {
   X(mc_incr_misses, "memcached increments of a missing item")           \
   X(mc_decr_hits, "memcached decrements of a live item")                \
   X(mc_decr_misses, "memcached decrements of a missing item")           \
-  X(mc_cmd_flush, "memcached flush_all commands that flushed")
+  X(mc_cmd_flush, "memcached flush_all commands that flushed")          \
+  X(mc_store_too_large, "memcached stores refused for the item size (tablesocket_mc_max_value_size)") \
+  X(bytes_received, "bytes of requests received from clients (both protocols; decrypted bytes over TLS)") \
+  X(bytes_sent, "bytes of replies sent to clients (both protocols; before TLS encryption)")
 
 struct Counters {
 #define TS_DECLARE_COUNTER(name, desc) std::atomic<uint64_t> name{0};

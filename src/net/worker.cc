@@ -316,6 +316,7 @@ void Worker::read_plain(Connection &c) {
     if (n > 0) {
       c.in.wrote(size_t(n));
       c.last_io_ms = now_ms_;
+      counters_.add(counters_.bytes_received, uint64_t(n));
       if (size_t(n) < room) break;
       continue;
     }
@@ -392,6 +393,7 @@ void Worker::read_first_bytes(Connection &c) {
     refuse_plaintext(c);
     return;
   }
+  counters_.add(counters_.bytes_received, c.in.size());
   start_session(c);
   read_input(c);  // whatever else is waiting, then the connection is pending
 }
@@ -476,6 +478,7 @@ void Worker::read_tls(Connection &c) {
     if (st == Tls_status::done) {
       c.in.wrote(got);
       c.last_io_ms = now_ms_;
+      counters_.add(counters_.bytes_received, got);
       continue;
     }
     if (st == Tls_status::want_read) break;
@@ -532,6 +535,7 @@ bool Worker::send_plain(Connection &c) {
     if (n > 0) {
       c.out.consume(size_t(n));
       c.last_io_ms = now_ms_;
+      counters_.add(counters_.bytes_sent, uint64_t(n));
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -552,6 +556,7 @@ bool Worker::send_tls(Connection &c) {
       case Tls_status::done:
         c.out.consume(put);
         c.last_io_ms = now_ms_;
+        counters_.add(counters_.bytes_sent, put);
         continue;
       case Tls_status::want_write: return true;
       case Tls_status::want_read: c.tls_write_wants_read = true; return true;

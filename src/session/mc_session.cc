@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -133,7 +135,8 @@ class Mc_stats_zero {
   X(connections_total) X(connections_rejected) X(mc_cmd_get) X(requests_insert) X(mc_get_hits) \
   X(mc_get_misses) X(rows_read) X(rows_written) X(errors) X(mc_cmd_touch) X(mc_touch_hits) \
   X(mc_touch_misses) X(mc_cas_hits) X(mc_cas_badval) X(mc_cas_misses) X(mc_delete_hits) \
-  X(mc_delete_misses) X(mc_incr_hits) X(mc_incr_misses) X(mc_decr_hits) X(mc_decr_misses) X(mc_cmd_flush)
+  X(mc_delete_misses) X(mc_incr_hits) X(mc_incr_misses) X(mc_decr_hits) X(mc_decr_misses) X(mc_cmd_flush) \
+  X(mc_store_too_large) X(bytes_received) X(bytes_sent)
   void reset(const Counters &now) {
 #define X(name) name##_.store(now.name.load(std::memory_order_relaxed), std::memory_order_relaxed);
     TS_MC_RESET_COUNTERS(X)
@@ -153,6 +156,13 @@ class Mc_stats_zero {
 #undef X
 #undef TS_MC_RESET_COUNTERS
 };
+
+/* "12.000345", as memcached prints rusage_user/rusage_system. */
+std::string timeval_text(const timeval &tv) {
+  char buf[48];
+  snprintf(buf, sizeof buf, "%lld.%06ld", static_cast<long long>(tv.tv_sec), static_cast<long>(tv.tv_usec));
+  return buf;
+}
 
 /* When this plugin was loaded (INSTALL SONAME or server start): memcached's uptime. */
 const time_t g_loaded_at = time(nullptr);
@@ -636,9 +646,10 @@ Session_outcome Mc_session::run_text(Byte_buffer &in, Byte_buffer &out, unsigned
         /* memcached unlinks the old item when a set (or an ms) is refused as too large, so that a
            stale value does not outlive a set the client was told failed; a refused add, replace,
            append, prepend or cas leaves it. */
-        if (pr.swallow && pr.error && std::strcmp(pr.error, "SERVER_ERROR object too large for cache") == 0 &&
-            (rq_.command == Mc_command::set || rq_.command == Mc_command::ms))
-          drop_refused_item(rq_.key());
+        if (pr.swallow && pr.error && std::strcmp(pr.error, "SERVER_ERROR object too large for cache") == 0) {
+          counters_.add(counters_.mc_store_too_large);
+          if (rq_.command == Mc_command::set || rq_.command == Mc_command::ms) drop_refused_item(rq_.key());
+        }
         if (pr.reply && pr.error) mc::encode_line(out, pr.error);
         in.consume(pr.consumed);
         swallow_ = pr.swallow;
@@ -877,7 +888,10 @@ Mc_session::Exec Mc_session::exec_store(const Mc_request &rq, Byte_buffer &out) 
     case Kv_outcome::stored: mc::encode_reply(out, Mc_reply::stored); break;
     case Kv_outcome::not_stored: mc::encode_reply(out, Mc_reply::not_stored); break;
     case Kv_outcome::exists: mc::encode_reply(out, Mc_reply::exists); break;
-    case Kv_outcome::too_large: mc::encode_reply(out, Mc_reply::not_stored); break;  // as memcached 1.6
+    case Kv_outcome::too_large:  // as memcached 1.6
+      counters_.add(counters_.mc_store_too_large);
+      mc::encode_reply(out, Mc_reply::not_stored);
+      break;
     default: mc::encode_reply(out, Mc_reply::not_found); break;
   }
   return Exec::done;
@@ -1014,6 +1028,10 @@ Mc_session::Stats_kind Mc_session::collect_stats(std::string_view arg, std::vect
     add("uptime", std::to_string(now > g_loaded_at ? now - g_loaded_at : 0));
     add("time", std::to_string(now));
     add("version", "1.6.18");
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);  // the whole server process (mariadbd), as memcached's is its own
+    add("rusage_user", timeval_text(ru.ru_utime));
+    add("rusage_system", timeval_text(ru.ru_stime));
     add("pointer_size", std::to_string(8 * sizeof(void *)));
     add("threads", std::to_string(cfg_.threads));
     add("curr_connections", std::to_string(live > 0 ? live : 0));
@@ -1041,7 +1059,10 @@ Mc_session::Stats_kind Mc_session::collect_stats(std::string_view arg, std::vect
     add("rows_read", std::to_string(sum.rows_read.load()));
     add("rows_written", std::to_string(sum.rows_written.load()));
     add("errors", std::to_string(sum.errors.load()));
-    add("engine", "tablesocket (MariaDB tables)");
+    add("bytes_read", std::to_string(sum.bytes_received.load()));
+    add("bytes_written", std::to_string(sum.bytes_sent.load()));
+    add("store_too_large", std::to_string(sum.mc_store_too_large.load()));
+    add("engine", "tablesocket");  // one token: stats parsers split lines on spaces
     return Stats_kind::listed;
   }
   if (arg == "settings") {

@@ -1050,6 +1050,26 @@ def test_stats_count_hits_and_misses_per_command(mc, key):
         dict(zip(names, (2, 1, 5, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1))), st  # (mg T's miss is a get miss)
 
 
+def test_stats_count_bytes_too_large_items_and_cpu(mc, key):
+    """bytes_read / bytes_written, store_too_large and rusage_* (memcached's format), which
+    dashboards chart."""
+    c = mc()
+    k = key()
+    c.request("stats reset\r\n", b"RESET\r\n")
+    big = b"x" * 2_000_000
+    c.send(b"set %s 0 0 2000000\r\n%s\r\n" % (k.encode(), big))
+    c.expect(b"SERVER_ERROR object too large for cache\r\n")
+    c.set(k, b"small")
+    c.request(f"get {k}\r\n", value_reply(k, b"small") + b"END\r\n")
+    c.send("stats\r\n")
+    st = dict(re.findall(rb"STAT (\S+) (\S+)\r\n", c.recv_until()))
+    assert int(st[b"store_too_large"]) == 1, st
+    assert 2_000_000 < int(st[b"bytes_read"]) < 2_010_000, st
+    assert 20 < int(st[b"bytes_written"]) < 10_000, st
+    for name in (b"rusage_user", b"rusage_system"):
+        assert re.fullmatch(rb"\d+\.\d{6}", st[name]), st
+
+
 # --------------------------------------------------------------------------------------------------
 # expiry
 
