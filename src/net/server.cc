@@ -101,8 +101,7 @@ bool Server::start(std::string *error) {
     return false;
   }
   if (!cfg_.ssl_cert.empty() || !cfg_.ssl_key.empty()) {
-    tls_ = Tls_context::create(tls_settings(cfg_), error);
-    if (!tls_) return false;
+    if (!reload_tls(tls_settings(cfg_), error)) return false;
   } else if (cfg_.require_tls) {
     *error = "tablesocket_require_tls is ON but no TLS certificate is configured (set tablesocket_ssl_cert "
              "and tablesocket_ssl_key, or the server's ssl_cert and ssl_key)";

@@ -122,39 +122,49 @@ class Recache_tokens {
   std::atomic<size_t> total_{0};  // entries in all shards
 };
 
-/* What memcached's `stats` lists, from the server's counters (every worker): `stats reset` takes
-   the totals at that moment as the zero of the figures memcached clients see, as memcached zeroes
-   its own (SHOW STATUS keeps counting from the start). Process-wide, like memcached's. */
+/* The counters memcached's `stats` lists, by their memcached names, in its order. One table serves
+   the listing and `stats reset`, so a figure cannot be listed without also being reset. */
+struct Mc_figure {
+  const char *name;
+  std::atomic<uint64_t> Counters::*counter;
+};
+constexpr Mc_figure kMcFigures[] = {
+    {"total_connections", &Counters::connections_total}, {"rejected_connections", &Counters::connections_rejected},
+    {"cmd_get", &Counters::mc_cmd_get},           {"cmd_set", &Counters::requests_insert},
+    {"get_hits", &Counters::mc_get_hits},         {"get_misses", &Counters::mc_get_misses},
+    {"cmd_touch", &Counters::mc_cmd_touch},       {"cmd_flush", &Counters::mc_cmd_flush},
+    {"touch_hits", &Counters::mc_touch_hits},     {"touch_misses", &Counters::mc_touch_misses},
+    {"delete_misses", &Counters::mc_delete_misses}, {"delete_hits", &Counters::mc_delete_hits},
+    {"incr_misses", &Counters::mc_incr_misses},   {"incr_hits", &Counters::mc_incr_hits},
+    {"decr_misses", &Counters::mc_decr_misses},   {"decr_hits", &Counters::mc_decr_hits},
+    {"cas_misses", &Counters::mc_cas_misses},     {"cas_hits", &Counters::mc_cas_hits},
+    {"cas_badval", &Counters::mc_cas_badval},     {"rows_read", &Counters::rows_read},
+    {"rows_written", &Counters::rows_written},    {"errors", &Counters::errors},
+    {"bytes_read", &Counters::bytes_received},    {"bytes_written", &Counters::bytes_sent},
+    {"store_too_large", &Counters::mc_store_too_large},
+};
+constexpr size_t kNumMcFigures = sizeof kMcFigures / sizeof kMcFigures[0];
+
+/* `stats reset` takes the totals at that moment as the zero of the figures memcached clients see,
+   as memcached zeroes its own (SHOW STATUS keeps counting from the start). Process-wide, like
+   memcached's. */
 class Mc_stats_zero {
  public:
   static Mc_stats_zero &instance() {
     static Mc_stats_zero z;
     return z;
   }
-#define TS_MC_RESET_COUNTERS(X) \
-  X(connections_total) X(connections_rejected) X(mc_cmd_get) X(requests_insert) X(mc_get_hits) \
-  X(mc_get_misses) X(rows_read) X(rows_written) X(errors) X(mc_cmd_touch) X(mc_touch_hits) \
-  X(mc_touch_misses) X(mc_cas_hits) X(mc_cas_badval) X(mc_cas_misses) X(mc_delete_hits) \
-  X(mc_delete_misses) X(mc_incr_hits) X(mc_incr_misses) X(mc_decr_hits) X(mc_decr_misses) X(mc_cmd_flush) \
-  X(mc_store_too_large) X(bytes_received) X(bytes_sent)
   void reset(const Counters &now) {
-#define X(name) name##_.store(now.name.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    TS_MC_RESET_COUNTERS(X)
-#undef X
+    for (size_t i = 0; i < kNumMcFigures; ++i)
+      zero_[i].store((now.*kMcFigures[i].counter).load(std::memory_order_relaxed), std::memory_order_relaxed);
   }
-  /* now's counters less the zero (a counter never goes back, so the difference is >= 0). */
-  void apply(Counters &now) const {
-#define X(name) now.name.store(now.name.load(std::memory_order_relaxed) - name##_.load(std::memory_order_relaxed), \
-                               std::memory_order_relaxed);
-    TS_MC_RESET_COUNTERS(X)
-#undef X
+  /* Figure i of now, counted from the last reset (a counter never goes back). */
+  uint64_t since_reset(const Counters &now, size_t i) const {
+    return (now.*kMcFigures[i].counter).load(std::memory_order_relaxed) - zero_[i].load(std::memory_order_relaxed);
   }
 
  private:
-#define X(name) std::atomic<uint64_t> name##_{0};
-  TS_MC_RESET_COUNTERS(X)
-#undef X
-#undef TS_MC_RESET_COUNTERS
+  std::atomic<uint64_t> zero_[kNumMcFigures] = {};
 };
 
 /* "12.000345", as memcached prints rusage_user/rusage_system. */
@@ -472,7 +482,6 @@ Store_status Mc_session::write(Open_container &oc, Kv_request &kr, Kv_result *re
   return st;
 }
 
-/* memcached's per-command hit/miss figures (`stats`: cas_hits, delete_misses, ...). */
 void Mc_session::count_outcome(Kv_op op, Kv_outcome outcome) {
   const bool missing = outcome == Kv_outcome::not_found;
   switch (op) {
@@ -1022,7 +1031,6 @@ Mc_session::Stats_kind Mc_session::collect_stats(std::string_view arg, std::vect
   }
   if (arg.empty()) {
     const int64_t live = sum.connections.load();
-    Mc_stats_zero::instance().apply(sum);
     const time_t now = time(nullptr);
     add("pid", std::to_string(getpid()));
     add("uptime", std::to_string(now > g_loaded_at ? now - g_loaded_at : 0));
@@ -1035,33 +1043,10 @@ Mc_session::Stats_kind Mc_session::collect_stats(std::string_view arg, std::vect
     add("pointer_size", std::to_string(8 * sizeof(void *)));
     add("threads", std::to_string(cfg_.threads));
     add("curr_connections", std::to_string(live > 0 ? live : 0));
-    add("total_connections", std::to_string(sum.connections_total.load()));
-    add("rejected_connections", std::to_string(sum.connections_rejected.load()));
     add("max_connections", std::to_string(cfg_.max_connections));
     add("accepting_conns", live < int64_t(cfg_.max_connections) ? "1" : "0");
-    add("cmd_get", std::to_string(sum.mc_cmd_get.load()));
-    add("cmd_set", std::to_string(sum.requests_insert.load()));
-    add("get_hits", std::to_string(sum.mc_get_hits.load()));
-    add("get_misses", std::to_string(sum.mc_get_misses.load()));
-    add("cmd_touch", std::to_string(sum.mc_cmd_touch.load()));
-    add("cmd_flush", std::to_string(sum.mc_cmd_flush.load()));
-    add("touch_hits", std::to_string(sum.mc_touch_hits.load()));
-    add("touch_misses", std::to_string(sum.mc_touch_misses.load()));
-    add("delete_misses", std::to_string(sum.mc_delete_misses.load()));
-    add("delete_hits", std::to_string(sum.mc_delete_hits.load()));
-    add("incr_misses", std::to_string(sum.mc_incr_misses.load()));
-    add("incr_hits", std::to_string(sum.mc_incr_hits.load()));
-    add("decr_misses", std::to_string(sum.mc_decr_misses.load()));
-    add("decr_hits", std::to_string(sum.mc_decr_hits.load()));
-    add("cas_misses", std::to_string(sum.mc_cas_misses.load()));
-    add("cas_hits", std::to_string(sum.mc_cas_hits.load()));
-    add("cas_badval", std::to_string(sum.mc_cas_badval.load()));
-    add("rows_read", std::to_string(sum.rows_read.load()));
-    add("rows_written", std::to_string(sum.rows_written.load()));
-    add("errors", std::to_string(sum.errors.load()));
-    add("bytes_read", std::to_string(sum.bytes_received.load()));
-    add("bytes_written", std::to_string(sum.bytes_sent.load()));
-    add("store_too_large", std::to_string(sum.mc_store_too_large.load()));
+    for (size_t i = 0; i < kNumMcFigures; ++i)
+      add(kMcFigures[i].name, std::to_string(Mc_stats_zero::instance().since_reset(sum, i)));
     add("engine", "tablesocket");  // one token: stats parsers split lines on spaces
     return Stats_kind::listed;
   }

@@ -70,6 +70,8 @@ class Mc_session final : public Session {
     else
       count_gets(asked, found);
   }
+  /* memcached's per-command hit/miss figures of a write (cas_hits, delete_misses, ...). */
+  void count_outcome(Kv_op op, Kv_outcome outcome);
   struct Open_container {
     Mc_container def;
     Open_index idx;
@@ -145,7 +147,6 @@ class Mc_session final : public Session {
     std::string value;
   };
   /* listed: the figures, then END; reset / done: "RESET" / "OK" (binary: the end packet only). */
-  void count_outcome(Kv_op op, Kv_outcome outcome);
   enum class Stats_kind : uint8_t { listed, reset, done, unknown };
   Stats_kind collect_stats(std::string_view arg, std::vector<Stat> *stats);
 
