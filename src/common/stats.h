@@ -81,7 +81,7 @@ inline void add_counters(Counters &out, const Counters &c) {
   out.open_tables.fetch_add(c.open_tables.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
-/* Every worker's counters (and the acceptor's) summed: what a protocol's own statistics report
+/* Every worker's counters summed: what a protocol's own statistics report
    (memcached's "stats"). The network layer's Server implements it. */
 class Counters_source {
  public:

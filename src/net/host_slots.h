@@ -1,6 +1,6 @@
-/* Connections per client address (tablesocket_max_connections_per_host). The acceptor takes a
-   slot before it hands a connection to a worker; the worker gives it back when the connection
-   closes. One mutex, taken only at accept and at close (never on the request path). */
+/* Connections per client address (tablesocket_max_connections_per_host). The worker that accepts
+   a connection takes a slot before it serves it (or hands it to another worker); the worker that
+   serves it gives it back when the connection closes. One mutex, taken only at accept and at close (never on the request path). */
 #ifndef TABLESOCKET_NET_HOST_SLOTS_H
 #define TABLESOCKET_NET_HOST_SLOTS_H
 

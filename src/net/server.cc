@@ -6,7 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
-#include <sys/epoll.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -114,20 +114,11 @@ bool Server::start(std::string *error) {
     ports_.clear();
     return false;
   }
-  accept_epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
-  accept_wake_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!accept_epoll_.valid() || !accept_wake_.valid()) {
-    *error = std::string("epoll/eventfd: ") + strerror(errno);
+  tick_wake_.reset(eventfd(0, EFD_CLOEXEC));
+  if (!tick_wake_.valid()) {
+    *error = std::string("eventfd: ") + strerror(errno);
     ports_.clear();
     return false;
-  }
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.ptr = nullptr;
-  epoll_ctl(accept_epoll_.get(), EPOLL_CTL_ADD, accept_wake_.get(), &ev);
-  for (auto &p : ports_) {
-    ev.data.ptr = p.get();
-    epoll_ctl(accept_epoll_.get(), EPOLL_CTL_ADD, p->fd.get(), &ev);
   }
   for (unsigned i = 0; i < cfg_.threads; ++i) {
     auto w = std::make_unique<Worker>(i, cfg_, *this);
@@ -139,30 +130,35 @@ bool Server::start(std::string *error) {
     workers_.push_back(std::move(w));
   }
   try {
-    acceptor_ = std::thread([this] { accept_loop(); });
+    ticker_ = std::thread([this] { tick_loop(); });
   } catch (const std::exception &e) {
-    *error = std::string("cannot start acceptor thread: ") + e.what();
+    *error = std::string("cannot start the tick thread: ") + e.what();
     stop();
     return false;
   }
   started_ = true;
+  accepting_.store(true);
+  for (auto &w : workers_) w->wake();  // they poll the listeners from now on
   return true;
 }
 
 void Server::stop() {
   if (stopping_.exchange(true)) return;
-  if (accept_wake_.valid()) {
+  if (tick_wake_.valid()) {
     uint64_t one = 1;
-    (void)!::write(accept_wake_.get(), &one, sizeof one);
+    (void)!::write(tick_wake_.get(), &one, sizeof one);
   }
-  if (acceptor_.joinable()) acceptor_.join();
-  for (auto &p : ports_) {
-    p->fd.reset();  // new clients are refused from here on
-    if (!p->unix_path.empty()) unlink(p->unix_path.c_str());
-  }
+  if (ticker_.joinable()) ticker_.join();
+  /* Workers stop polling the listeners when they stop; only then are the listeners closed (a
+     worker never accepts on a descriptor number that may have been reused). Clients still in the
+     backlog are refused then. */
   for (auto &w : workers_) w->request_stop();
   for (auto &w : workers_) w->join();
   workers_.clear();
+  for (auto &p : ports_) {
+    p->fd.reset();
+    if (!p->unix_path.empty()) unlink(p->unix_path.c_str());
+  }
   ports_.clear();  // sessions referred to their port's policy: only now is it safe to free
 }
 
@@ -187,26 +183,21 @@ bool Server::reload_tls(const Tls_settings &s, std::string *error) {
   return true;  // the old context goes when its last connection does
 }
 
-void Server::accept_loop() {
-  epoll_event events[16];
+void Server::tick_loop() {
+  pollfd pfd{tick_wake_.get(), POLLIN, 0};
   while (!stopping_.load()) {
-    int n = epoll_wait(accept_epoll_.get(), events, 16, 500);
-    for (int i = 0; i < n; ++i) {
-      if (!events[i].data.ptr) continue;  // wake-up
-      accept_ready(*static_cast<Port *>(events[i].data.ptr));
-    }
-    if (tick_) {
-      uint64_t now = monotonic_ms();
-      if (now - last_tick_ms_ >= 1000) {
-        last_tick_ms_ = now;
-        tick_(*this);
-      }
+    (void)::poll(&pfd, 1, 500);
+    if (stopping_.load()) break;
+    uint64_t now = monotonic_ms();
+    if (tick_ && now - last_tick_ms_ >= 1000) {
+      last_tick_ms_ = now;
+      tick_(*this);
     }
   }
 }
 
-void Server::accept_ready(Port &p) {
-  for (int k = 0; k < 256 && !stopping_.load(); ++k) {
+bool Server::accept_ready(Port &p, Worker &self, Counters &counters, unsigned max) {
+  for (unsigned k = 0; k < max && !stopping_.load(std::memory_order_relaxed); ++k) {
     Peer peer;
     peer.addr_len = sizeof peer.addr;
     int fd = accept4(p.fd.get(), reinterpret_cast<sockaddr *>(&peer.addr), &peer.addr_len,
@@ -214,22 +205,20 @@ void Server::accept_ready(Port &p) {
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        /* Out of descriptors or memory: the listener stays readable, so back off instead of
-           spinning, and say so (at most once a minute). */
-        uint64_t now = monotonic_ms();
-        if (now - last_accept_error_log_ms_ >= 60000) {
-          last_accept_error_log_ms_ = now;
+        /* Out of descriptors or memory: the listener stays readable; the caller stops polling
+           it for a moment instead of spinning, and it is said (at most once a minute). */
+        uint64_t now = monotonic_ms(), last = last_accept_error_log_ms_.load();
+        if (now - last >= 60000 && last_accept_error_log_ms_.compare_exchange_strong(last, now))
           log_warning("cannot accept on the %s port: %s (raise open_files_limit or lower "
                       "tablesocket_max_connections)", p.name.c_str(), strerror(errno));
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        return false;
       }
-      return;  // EAGAIN: nothing more to accept
+      return true;  // EAGAIN (another worker took it): nothing more to accept
     }
-    acceptor_counters_.add(acceptor_counters_.connections_total);
+    counters.add(counters.connections_total);
     if (live_connections.load(std::memory_order_relaxed) >= int64_t(cfg_.max_connections)) {
       refuse(p, fd, "");
-      acceptor_counters_.add(acceptor_counters_.connections_rejected);
+      counters.add(counters.connections_rejected);
       continue;
     }
     if (!p.unix_path.empty()) {
@@ -245,7 +234,7 @@ void Server::accept_ready(Port &p) {
       if (host_slots.enabled()) {
         if (!host_slots.take(peer.ip)) {
           refuse(p, fd, " from this address");
-          acceptor_counters_.add(acceptor_counters_.connections_rejected_per_host);
+          counters.add(counters.connections_rejected_per_host);
           continue;
         }
         peer.host_slot = true;
@@ -253,12 +242,14 @@ void Server::accept_ready(Port &p) {
     }
     int one = 1;
     if (p.unix_path.empty()) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    Worker *best = workers_[0].get();
+    /* This worker keeps it unless another has fewer connections (ties stay: no thread switch). */
+    Worker *best = &self;
     for (auto &w : workers_)
       if (w->load() < best->load()) best = w.get();
     live_connections.fetch_add(1, std::memory_order_relaxed);
-    best->hand_off(fd, &p, peer);
+    if (best == &self || !best->hand_off(fd, &p, peer)) self.adopt(fd, &p, peer);
   }
+  return true;
 }
 
 /* A connection over a limit gets one line saying so (HandlerSocket's error form, or memcached's
@@ -278,7 +269,6 @@ std::vector<Connection_info> Server::connections(unsigned timeout_ms) const {
 }
 
 void Server::sum_counters(Counters &out) const {
-  add_counters(out, acceptor_counters_);
   for (auto &w : workers_) add_counters(out, w->counters());
 }
 

@@ -1,7 +1,9 @@
-/* The network front: listening sockets, one acceptor thread, N epoll worker threads.
-   Connections are spread over workers by current load and stay on their worker for life; each
-   worker owns its connections, its Store (its THD and open tables) and its counters, so the request
-   path takes no lock shared between workers. */
+/* The network front: listening sockets, N epoll worker threads, and a thread for the once-a-second
+   tick. Every worker polls every listener (EPOLLEXCLUSIVE: one worker is woken per new client) and
+   accepts on its own thread, so a new connection costs no thread switch; a worker keeps what it
+   accepts unless another has fewer connections, which is then handed it. Connections stay on
+   their worker for life; each worker owns its connections, its Store (its THD and open tables)
+   and its counters, so the request path takes no lock shared between workers. */
 #ifndef TABLESOCKET_NET_SERVER_H
 #define TABLESOCKET_NET_SERVER_H
 
@@ -50,7 +52,7 @@ class Server final : public Counters_source {
   /* Stops accepting, closes every connection, joins every thread. Idempotent. */
   void stop();
 
-  /* Sums every worker's counters (and the acceptor's) into out. */
+  /* Sums every worker's counters into out. */
   void sum_counters(Counters &out) const override;
   /* Every worker's connections (see Worker::snapshot); a worker that does not answer within
      timeout_ms (in a long batch) is left out. */
@@ -66,18 +68,27 @@ class Server final : public Counters_source {
   /* Loads s into a new context that handshakes from now on use (connections already encrypted
      keep theirs). On failure returns false with *error set, and the context in use stays. */
   bool reload_tls(const Tls_settings &s, std::string *error);
-  /* Called on the acceptor thread about once a second, from start() to stop() (not while the
-     plugin's own locks are held): the plugin follows the server's FLUSH SSL with it. Set before
-     start(). */
+  /* Called on the server's tick thread about once a second, from start() to stop() (not while
+     the plugin's own locks are held): the plugin follows the server's FLUSH SSL with it. Set
+     before start(). */
   void set_tick(std::function<void(Server &)> tick) { tick_ = std::move(tick); }
+
+  /* The listeners, which every worker polls once accepting() (fixed from then to stop()). */
+  const std::vector<std::unique_ptr<Port>> &ports() const { return ports_; }
+  /* start() has started every worker: they may poll the listeners. */
+  bool accepting() const { return accepting_.load(std::memory_order_acquire); }
+  /* Called by a worker whose poll found p readable: accepts what is waiting (at most `max`),
+     keeping each connection unless another worker has fewer, and counting into `counters` (the
+     calling worker's). False when accept() is out of descriptors or memory: the caller stops
+     polling p for a moment rather than spin on it. */
+  bool accept_ready(Port &p, Worker &self, Counters &counters, unsigned max);
 
  private:
   bool add_port(const std::string &name, Protocol protocol, unsigned port, bool writable,
                 const std::string &secret, std::string *error);
   bool add_unix_port(const std::string &name, Protocol protocol, const std::string &path, std::string *error);
   bool register_port(std::unique_ptr<Port> p, std::string *error);
-  void accept_loop();
-  void accept_ready(Port &p);
+  void tick_loop();
   void refuse(const Port &p, int fd, const char *what);
 
   Config cfg_;
@@ -87,11 +98,11 @@ class Server final : public Counters_source {
   uint64_t last_tick_ms_ = 0;
   std::vector<std::unique_ptr<Port>> ports_;
   std::vector<std::unique_ptr<Worker>> workers_;
-  Counters acceptor_counters_;
-  Fd accept_epoll_, accept_wake_;
-  std::thread acceptor_;
+  Fd tick_wake_;
+  std::thread ticker_;
   std::atomic<bool> stopping_{false};
-  uint64_t last_accept_error_log_ms_ = 0;
+  std::atomic<bool> accepting_{false};
+  std::atomic<uint64_t> last_accept_error_log_ms_{0};
   bool started_ = false;
 
  public:

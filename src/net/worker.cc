@@ -95,22 +95,31 @@ bool Worker::start(std::string *error) {
 
 void Worker::request_stop() {
   stop_.store(true);
-  if (wake_.valid()) {
-    uint64_t one = 1;
-    (void)!::write(wake_.get(), &one, sizeof one);
-  }
+  wake();
 }
 
 void Worker::join() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Worker::hand_off(int fd, const Port *port, const Peer &peer) {
+bool Worker::hand_off(int fd, const Port *port, const Peer &peer) {
   {
     std::lock_guard<std::mutex> g(handoff_mutex_);
+    if (handoff_closed_) return false;  // it has stopped (the server is stopping)
     handoff_.push_back(Handoff{fd, port, peer});
+    counters_.connections.fetch_add(1, std::memory_order_relaxed);
   }
+  wake();
+  return true;
+}
+
+void Worker::adopt(int fd, const Port *port, const Peer &peer) {
   counters_.connections.fetch_add(1, std::memory_order_relaxed);
+  add_connection(fd, port, Peer(peer));
+}
+
+void Worker::wake() {
+  if (!wake_.valid()) return;
   uint64_t one = 1;
   (void)!::write(wake_.get(), &one, sizeof one);
 }
@@ -144,6 +153,7 @@ void Worker::run() {
   for (auto &c : conns_) close_connection(*c);
   reap_dead();
   std::lock_guard<std::mutex> g(handoff_mutex_);
+  handoff_closed_ = true;  // a worker still accepting keeps what it accepts from now on
   for (auto &h : handoff_) {
     ::close(h.fd);
     counters_.connections.fetch_sub(1, std::memory_order_relaxed);
@@ -158,29 +168,70 @@ void Worker::adopt_new_connections() {
     std::lock_guard<std::mutex> g(handoff_mutex_);
     fresh.swap(handoff_);
   }
-  for (auto &h : fresh) {
-    auto c = std::make_unique<Connection>();
-    c->fd.reset(h.fd);
-    c->port = h.port;
-    c->peer = std::move(h.peer);
-    c->accepted_ms = c->last_io_ms = c->request_since_ms = now_ms_;
-    c->id = server_.next_connection_id.fetch_add(1, std::memory_order_relaxed);
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP;
-    ev.data.ptr = c.get();
-    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, c->fd.get(), &ev) != 0) {
-      counters_.connections.fetch_sub(1, std::memory_order_relaxed);
-      server_.connection_gone(c->peer);
-      continue;  // Fd closes it
-    }
-    c->registered = ev.events;
-    if (c->peer.unix_socket) {
-      start_session(*c);  // never TLS
+  for (auto &h : fresh) add_connection(h.fd, h.port, std::move(h.peer));
+}
+
+void Worker::add_connection(int fd, const Port *port, Peer &&peer) {
+  auto c = std::make_unique<Connection>();
+  c->fd.reset(fd);
+  c->port = port;
+  c->peer = std::move(peer);
+  c->accepted_ms = c->last_io_ms = c->request_since_ms = now_ms_;
+  c->id = server_.next_connection_id.fetch_add(1, std::memory_order_relaxed);
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP;
+  ev.data.ptr = c.get();
+  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, c->fd.get(), &ev) != 0) {
+    counters_.connections.fetch_sub(1, std::memory_order_relaxed);
+    server_.connection_gone(c->peer);
+    return;  // Fd closes it
+  }
+  c->registered = ev.events;
+  if (c->peer.unix_socket) {
+    start_session(*c);  // never TLS
+  } else {
+    c->transport = Transport::undecided;  // the first byte tells
+    ++unsettled_;
+  }
+  conns_.push_back(std::move(c));
+}
+
+void Worker::poll_listeners(bool on) {
+  if (on) {
+    listeners_.clear();
+    listeners_.reserve(server_.ports().size());  // their addresses are epoll tags: no reallocation
+    for (auto &p : server_.ports()) listeners_.push_back(Listener{p.get(), 0});
+  }
+  for (Listener &l : listeners_) {
+    if (l.paused_until_ms) continue;  // not in the poll set
+    if (on) {
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+      ev.data.ptr = &l;
+      if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, l.port->fd.get(), &ev) != 0)
+        log_warning("worker %u cannot poll the %s port: %s", id_, l.port->name.c_str(), strerror(errno));
     } else {
-      c->transport = Transport::undecided;  // the first byte tells
-      ++unsettled_;
+      epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, l.port->fd.get(), nullptr);
     }
-    conns_.push_back(std::move(c));
+  }
+  if (!on) listeners_.clear();
+}
+
+void Worker::listener_ready(Listener &l) {
+  if (server_.accept_ready(*l.port, *this, counters_, kAcceptsPerLoop)) return;
+  /* Out of descriptors: polled again after a pause (level-triggered, it would wake us at once). */
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, l.port->fd.get(), nullptr);
+  l.paused_until_ms = now_ms_ + kAcceptPauseMs;
+}
+
+void Worker::resume_listeners() {
+  for (Listener &l : listeners_) {
+    if (!l.paused_until_ms || now_ms_ < l.paused_until_ms) continue;
+    l.paused_until_ms = 0;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+    ev.data.ptr = &l;
+    epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, l.port->fd.get(), &ev);
   }
 }
 
@@ -395,12 +446,16 @@ void Worker::read_first_bytes(Connection &c) {
   }
   counters_.add(counters_.bytes_received, c.in.size());
   start_session(c);
+  if (size_t(n) < kReadChunk) {  // a short read: nothing more is waiting now (no recv to hear EAGAIN)
+    if (!enforce_buffer_memory(c)) mark_pending(c);
+    return;
+  }
   read_input(c);  // whatever else is waiting, then the connection is pending
 }
 
 void Worker::refuse_plaintext(Connection &c) {
   /* One protocol-appropriate error, then close. The reply is tiny and the socket fresh, so it is
-     sent at once (as the acceptor's "too many connections"); FIN goes after it, and input already
+     sent at once (as the "too many connections" refusal is); FIN goes after it, and input already
      waiting is drained so that the close does not turn into a reset that could overtake it. */
   static const char hs_msg[] = "1\t1\ttls_required\n";
   static const char mc_msg[] = "SERVER_ERROR TLS required\r\n";
@@ -595,14 +650,15 @@ void Worker::close_connection(Connection &c) {
   c.dead = true;
   any_dead_ = true;
   if (c.transport == Transport::tls_handshake || c.transport == Transport::undecided) --unsettled_;
-  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
   if (c.tls) {
     c.tls->shutdown();  // close_notify, unless the connection failed
     c.tls.reset();
   }
-  if (c.close_after_flush && c.out.empty() && !c.read_closed)
+  if (c.close_after_flush && c.out.empty() && !c.read_closed) {
+    epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);  // it stays open a moment
     linger(std::move(c.fd));  // its last answer went out: let the client read it
-  c.fd.reset();
+  }
+  c.fd.reset();  // closing the socket takes it out of the epoll set
   /* A request of it queued for a row lock on a session of its own is cancelled first: that job
      uses the session's account (its principal). */
   if (store_) store_->forget_requester(&c);
@@ -906,6 +962,9 @@ void Worker::serve(Store &store) {
   now_ms_ = last_idle_check;
   while (!stop_.load(std::memory_order_relaxed)) {
     if (store.killed()) break;  // server shutdown: our THD was killed
+    if (listeners_.empty() && server_.accepting()) poll_listeners(true);
+    bool any_paused = false;
+    for (const Listener &l : listeners_) any_paused |= l.paused_until_ms != 0;
     bool any_parked = false;
     for (Connection *c : pending_) any_parked |= c->session && c->session->parked();
     int timeout;
@@ -915,6 +974,7 @@ void Worker::serve(Store &store) {
       timeout = 2;
     else
       timeout = store.open_table_count() ? int(cfg_.ddl_check_interval_ms) : 100;
+    if (any_paused) timeout = std::min(timeout, int(kAcceptPauseMs));
     if (extend_loops_) timeout = 0;  // the batch waits only for what has already arrived
     uint64_t rejoin_ns = 0;
     if (store.batch_wrote() && !store.commit_in_flight()) rejoin_ns = rejoin_wait_ns();
@@ -932,6 +992,7 @@ void Worker::serve(Store &store) {
     }
     if (n < 0 && errno != EINTR) break;
     now_ms_ = monotonic_ms();
+    if (any_paused) resume_listeners();
     if (snapshot_wanted_.load(std::memory_order_relaxed)) publish_snapshot();
     for (int i = 0; i < n; ++i) {
       epoll_event &ev = events[i];
@@ -939,6 +1000,11 @@ void Worker::serve(Store &store) {
         uint64_t v;
         while (::read(wake_.get(), &v, sizeof v) > 0) {}
         adopt_new_connections();  // a finished commit is taken by end_batch() below
+        continue;
+      }
+      if (!listeners_.empty() && ev.data.ptr >= static_cast<void *>(listeners_.data()) &&
+          ev.data.ptr < static_cast<void *>(listeners_.data() + listeners_.size())) {
+        listener_ready(*static_cast<Listener *>(ev.data.ptr));
         continue;
       }
       Connection &c = *static_cast<Connection *>(ev.data.ptr);
@@ -1096,6 +1162,7 @@ void Worker::serve(Store &store) {
     reap_dead();
     if (!lingering_.empty()) reap_lingering(false);
   }
+  poll_listeners(false);  // what waits in the backlog is another worker's, or refused at stop
   reap_lingering(true);
 }
 

@@ -79,8 +79,13 @@ class Worker {
   bool start(std::string *error);
   void request_stop();
   void join();
-  /* Called by the acceptor thread: the worker takes ownership of fd. */
-  void hand_off(int fd, const Port *port, const Peer &peer);
+  /* Called by another worker that accepted fd for this one: this worker takes ownership of it.
+     False (fd not taken) once this worker has stopped. */
+  bool hand_off(int fd, const Port *port, const Peer &peer);
+  /* Called on this worker's thread (Server::accept_ready): it serves fd from now on. */
+  void adopt(int fd, const Port *port, const Peer &peer);
+  /* Wakes the worker's poll (from any thread). */
+  void wake();
   int64_t load() const { return counters_.connections.load(std::memory_order_relaxed); }
   /* From any thread: appends a snapshot of this worker's connections, which the worker takes
      between batches. False (nothing appended) if it did not answer within timeout_ms. */
@@ -91,6 +96,19 @@ class Worker {
   void run();
   void serve(Store &store);
   void adopt_new_connections();
+  void add_connection(int fd, const Port *port, Peer &&peer);
+  /* The listeners this worker polls (Server::ports(), EPOLLEXCLUSIVE), each paused for a moment
+     when accept() runs out of descriptors. Their addresses are the epoll tags of the listeners. */
+  struct Listener {
+    Port *port;
+    uint64_t paused_until_ms;  // 0: polled
+  };
+  std::vector<Listener> listeners_;
+  void poll_listeners(bool on);
+  void listener_ready(Listener &l);
+  void resume_listeners();
+  static constexpr uint64_t kAcceptPauseMs = 50;
+  static constexpr unsigned kAcceptsPerLoop = 64;
   void read_input(Connection &c);
   void read_plain(Connection &c);
   /* Brings Server::buffer_bytes in step with c's buffers. True when c's buffers grew beyond their
@@ -178,9 +196,10 @@ class Worker {
   Fd epoll_, wake_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
-  std::mutex handoff_mutex_;  // acceptor -> worker only; never taken on the request path
+  std::mutex handoff_mutex_;  // worker -> worker hand-offs only; never taken on the request path
   struct Handoff { int fd; const Port *port; Peer peer; };
   std::vector<Handoff> handoff_;
+  bool handoff_closed_ = false;  // under handoff_mutex_: run() has ended
   std::vector<std::unique_ptr<Connection>> conns_;
   std::vector<Connection *> pending_;
   std::vector<Connection *> batch_;

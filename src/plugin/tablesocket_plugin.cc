@@ -482,7 +482,7 @@ int check_tls_reload(MYSQL_THD, struct st_mysql_sys_var *, void *save, struct st
   return 1;
 }
 
-/* The acceptor's tick: once the server's FLUSH SSL has replaced its TLS context, ours follows. A
+/* The server's tick: once the server's FLUSH SSL has replaced its TLS context, ours follows. A
    reload that fails (files caught halfway through a rotation after the server read them) is
    logged once and retried every tick for a minute, so the two do not stay apart until the next
    FLUSH SSL. */

@@ -1,6 +1,8 @@
 """The server under hostile or heavy clients, and its lifecycle with clients connected.
 
   * 2,000 concurrent connections (half reading, half writing), each doing a request;
+  * out of file descriptors: accept() fails, the listener is left alone for a moment (no spinning)
+    and the clients waiting in the backlog are served once descriptors are free;
   * oversized, malformed and absurd input (a 2 MB line, garbage bytes, counts like 4294967295)
     answered with an error (and a close where the line cannot be read), while a canary client on
     the same worker keeps being answered and the server's memory stays flat;
@@ -151,6 +153,51 @@ def test_two_thousand_concurrent_connections_each_get_their_reply(srv):
     while h.status(srv)["tablesocket_connections"] > 0 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert h.status(srv)["tablesocket_connections"] == 0, "closed connections were not released"
+
+
+def test_out_of_descriptors_the_listener_pauses_and_then_serves_the_backlog(srv):
+    """accept() failing with EMFILE leaves the listener readable: the worker must neither spin on it
+    nor stop accepting once descriptors are free again."""
+    h.raise_nofile(1000)
+    import resource
+    pid = srv.pid
+    soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    in_use = len(os.listdir(f"/proc/{pid}/fd"))
+    spare = 40
+    clients: list[socket.socket] = []
+    try:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (in_use + spare, hard))
+        for _ in range(spare + 60):  # the kernel completes the handshakes; the rest wait in the backlog
+            clients.append(h.connect_raw(srv.hs_port))
+        time.sleep(0.5)
+        c0 = _cpu_seconds(srv)
+        time.sleep(1.5)
+        busy = _cpu_seconds(srv) - c0
+        assert busy < 0.5, f"mariadbd used {busy:.2f} s of CPU in 1.5 s while out of descriptors (spinning on accept?)"
+        deadline = time.monotonic() + 5
+        while "cannot accept on the hs port" not in srv.log_tail(200) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "cannot accept on the hs port" in srv.log_tail(200)
+        waiting = clients[-5:]  # beyond the limit: still in the backlog
+        for s in clients[:-5]:
+            s.close()
+        for i, s in enumerate(waiting):
+            s.sendall(b"P\t1\ttest\trob\tPRIMARY\tk,v\n1\t=\t1\t7\n")
+        for i, s in enumerate(waiting):
+            s.settimeout(10)
+            got = b""
+            while got.count(b"\n") < 2:
+                chunk = s.recv(4096)
+                assert chunk, f"backlog client {i} was closed unanswered"
+                got += chunk
+            assert got == b"0\t1\n0\t2\t7\tv7\n", got
+    finally:
+        for s in clients:
+            s.close()
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+    fresh = h.hs_open(srv.hs_port, "rob", "k,v", timeout=5)
+    assert fresh.request("1\t=\t1\t8\n", timeout=5) == b"0\t2\t8\tv8\n"
+    fresh.close()
 
 
 # --------------------------------------------------------------------------------------------------
