@@ -24,6 +24,9 @@ In one run, on 127.0.0.1 only:
     innodb_flush_log_at_trx_commit=1, first without the binary log, then (server restarted) with
     log_bin and sync_binlog=1; rows/s and fsyncs per row (Innodb_data_fsyncs; binlog fsyncs are
     in `Syncs`);
+  * a new connection per request (--churn, default 16x1: 16 clients, each connecting, sending
+    one get (HandlerSocket: opening the index first) and closing, over and over; ts-loadgen
+    --reconnect 1): tablesocket's two protocols, HandlerSocket, memcached and Redis;
   * reads beside writers (--mixed, default 16x1+64x1): in each write configuration, readers
     (PK reads of `user`, every row checked) and writers (inserts into `user_ins`) at once, two
     load generators, SQL vs HandlerSocket vs tablesocket: reads/s and read latency while the
@@ -84,15 +87,19 @@ SYSTEMS = {
     "redis": ("Redis", "resp", "redis", None),
 }
 READ_SYSTEMS = list(SYSTEMS)
+# A new connection per request (ts-loadgen --reconnect 1): what a client without persistent
+# connections costs each server. The MariaDB client library's log-in is left out (SQL).
+CHURN_SYSTEMS = ["ts-hs", "handlersocket", "ts-mc-text", "memcached-text", "redis"]
 WRITE_SYSTEMS = ["sql", "handlersocket", "ts-hs"]
 WRITE_REFERENCE = {"ts-hs": ["handlersocket", "sql"]}
 STATUS_VARS = ("Innodb_data_fsyncs", "Syncs", "Binlog_commits", "Binlog_group_commits", "Handler_write",
                "Handler_update", "Com_stmt_execute", "Tablesocket_batches")
 
 DEFAULTS = dict(rows=1_000_000, duration=10.0, warmup=1.0, rounds=3, shapes="1x1,16x1,64x1,4x16,4x64",
-                write_shapes="1x1,8x1,64x1,4x64", write_ops="update,insert", binlog="off,on", mixed="16x1+64x1")
+                write_shapes="1x1,8x1,64x1,4x64", write_ops="update,insert", binlog="off,on", mixed="16x1+64x1",
+                churn="16x1")
 SMOKE = dict(rows=20_000, duration=1.0, warmup=0.5, rounds=1, shapes="1x1,4x16", write_shapes="8x1,4x16",
-             write_ops="update,insert", binlog="off,on", mixed="4x1+8x1")
+             write_ops="update,insert", binlog="off,on", mixed="4x1+8x1", churn="4x1")
 
 
 class BenchError(RuntimeError):
@@ -643,7 +650,8 @@ class Bench:
         return m
 
     def measure(self, phase: str, system: str, c: int, d: int, op: str = "get", rnd: int = 0,
-                warmup: float | None = None, duration: float | None = None, record: bool = True) -> dict:
+                warmup: float | None = None, duration: float | None = None, record: bool = True,
+                reconnect: int = 0) -> dict:
         a = self.a
         label, proto, _, _ = SYSTEMS[system]
         write = op != "get"
@@ -655,6 +663,8 @@ class Bench:
         if op == "insert":
             self.db.exec_sql("TRUNCATE TABLE user_ins")
         args = self.loadgen_args(system, conns, depth, op, warmup, duration)
+        if reconnect:
+            args += ["--reconnect", str(reconnect)]
         pid = self.server_pid(system)
         r = self.loadgen(args, timeout=warmup + duration + 120, server_pid=pid, want_status=write)
         res = r.get("result") or {}
@@ -719,6 +729,14 @@ class Bench:
             for si, (c, d) in enumerate(a.shape_list):
                 for s in rotated(systems, rnd + si):
                     self.measure("read", s, c, d, "get", rnd)
+
+    def run_churn(self) -> None:
+        a = self.a
+        systems = [s for s in CHURN_SYSTEMS if s in a.systems]
+        for rnd in range(a.rounds):
+            for c, d in a.churn_shapes:
+                for s in rotated(systems, rnd):
+                    self.measure("churn", s, c, d, "get", rnd, reconnect=1)
 
     def run_writes(self) -> None:
         a = self.a
@@ -949,6 +967,35 @@ def render_markdown(meta: dict, agg: list[dict], failures: list[str]) -> str:
         read_table(latency_cell)
         L.append("")
 
+    churn = [g for g in agg if g["phase"] == "churn"]
+    if churn:
+        L.append("## A new connection per request")
+        L.append("")
+        L.append("Each of C clients connects, sends one get (HandlerSocket: opens the index first, `P`, and "
+                 "waits for its answer), reads the answer and closes, over and over (ts-loadgen `--reconnect 1`; "
+                 "the connect and the index opening block the load generator's thread, so it, not the "
+                 "server, often sets the pace: compare the server CPU per connection). server µs/connection: "
+                 "the server's CPU time (all threads) per connection served, accept to close.")
+        L.append("")
+        L.append("| shape | system | connections/s | server µs/connection | p50 / p99 µs | srv / cl. CPU | "
+                 "vs reference: connections/s · CPU |")
+        L.append("|---|---|---:|---:|---:|---:|---:|")
+        refs = {"ts-hs": "handlersocket", "ts-mc-text": "memcached-text"}
+        for sh in dict.fromkeys(g["shape"] for g in churn):
+            for s in CHURN_SYSTEMS:
+                g = idx.get(("churn", s, sh, "get", None))
+                if not g:
+                    continue
+                gr = idx.get(("churn", refs[s], sh, "get", None)) if s in refs else None
+                vs = (f"{fmt_ratio(g['ops_per_sec'], gr['ops_per_sec'])} · "
+                      f"{fmt_ratio(gr['cpu_us_per_op'], g['cpu_us_per_op'])} ({SYSTEMS[refs[s]][0]})") if gr else ""
+                srv, cli = g.get("server_cpu_share"), g.get("client_cpu_pct")
+                cpu = f"{srv * 100:.0f}% / {cli:.0f}%" if srv is not None and cli is not None else "–"
+                L.append(f"| {sh} | {SYSTEMS[s][0]} | {fmt_int(g['ops_per_sec'])}{spread(g, 'ops_per_sec')}"
+                         f"{' ⚠' if g['failed_rounds'] else ''} | {fmt_us(g['cpu_us_per_op'])}"
+                         f"{spread(g, 'cpu_us_per_op')} | {fmt_us(g['p50_us'])} / {fmt_us(g['p99_us'])} | {cpu} | {vs} |")
+        L.append("")
+
     if any(g["phase"] == "write" for g in agg):
         L.append("## Writes: rows/s, fsyncs per row")
         L.append("")
@@ -1167,6 +1214,8 @@ def main(argv=None) -> int:
     ap.add_argument("--write-systems", default=",".join(WRITE_SYSTEMS), help="write systems (default %(default)s)")
     ap.add_argument("--skip-reads", action="store_true")
     ap.add_argument("--skip-writes", action="store_true")
+    ap.add_argument("--churn", help=f"a new connection per request, CxD shapes (default {DEFAULTS['churn']}; "
+                                    f"\"\" skips it)")
     ap.add_argument("--mixed", help=f"reads beside writers, READERSxD+WRITERSxD, in each write configuration "
                                     f"(default {DEFAULTS['mixed']}; \"\" skips it)")
     ap.add_argument("--dist", default="uniform", choices=["uniform", "zipf"], help="key distribution")
@@ -1201,6 +1250,8 @@ def main(argv=None) -> int:
         a.buffer_pool = "256M" if a.smoke else "2G"
     a.shape_list = parse_shapes(a.shapes)
     a.write_shape_list = parse_shapes(a.write_shapes)
+    a.churn = a.churn.strip()
+    a.churn_shapes = parse_shapes(a.churn) if a.churn else []
     a.mixed = a.mixed.strip()
     a.mixed_shapes = [parse_shapes(x)[0] for x in a.mixed.split("+")] if a.mixed else []
     if a.mixed and len(a.mixed_shapes) != 2:
@@ -1250,7 +1301,7 @@ def main(argv=None) -> int:
         "settings": {
             "smoke": a.smoke, "rows": a.rows, "duration": a.duration, "warmup": a.warmup, "rounds": a.rounds,
             "shapes": [shape_name(*s) for s in a.shape_list], "write_shapes": [shape_name(*s) for s in a.write_shape_list],
-            "write_ops": a.write_op_list, "binlog": a.binlog_list, "mixed": a.mixed, "systems": a.systems if not a.skip_reads else [],
+            "write_ops": a.write_op_list, "binlog": a.binlog_list, "mixed": a.mixed, "churn": a.churn, "systems": a.systems if not a.skip_reads else [],
             "write_systems": a.write_systems if not a.skip_writes else [], "dist": a.dist, "pin": a.pin,
             "server_cpus": a.server_cpus, "client_cpus": a.client_cpus, "hs_threads": a.hs_threads,
             "memcached_threads": a.memcached_threads, "buffer_pool": a.buffer_pool,
@@ -1285,6 +1336,8 @@ def main(argv=None) -> int:
         bench.check("load the data", None)
         if not a.skip_reads:
             bench.run_reads()
+            if a.churn_shapes:
+                bench.run_churn()
         if not a.skip_writes:
             bench.run_writes()
     except BenchError as e:

@@ -21,6 +21,7 @@ struct Config {
   uint32_t conns = 1;
   uint32_t depth = 1;
   uint32_t threads = 1;
+  uint64_t reconnect = 0;       // > 0: a connection is closed and opened anew after this many requests
 
   double seconds = 5.0;         // measured duration (time mode)
   double warmup_seconds = 1.0;  // before measuring (not counted)

@@ -71,6 +71,7 @@ struct Stats {
   uint64_t all_replies = 0;  // including warm-up
   uint64_t ok = 0, misses = 0, errors = 0, mismatches = 0;
   uint64_t conn_errors = 0;  // connections lost (protocol errors, resets, stalls) - part of errors
+  uint64_t reconnects = 0;   // --reconnect: connections closed and opened anew
   uint64_t reads = 0, writes = 0, bytes_in = 0, bytes_out = 0;
   uint64_t last_counted_ns = 0;
   Histogram hist;
@@ -83,6 +84,7 @@ struct Stats {
     errors += o.errors;
     mismatches += o.mismatches;
     conn_errors += o.conn_errors;
+    reconnects += o.reconnects;
     reads += o.reads;
     writes += o.writes;
     bytes_in += o.bytes_in;

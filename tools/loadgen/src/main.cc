@@ -28,6 +28,9 @@ Load shape:
   -c, --conns N          connections (default 1)
   -d, --depth D          requests in flight per connection, pipelined (default 1)
   -t, --threads T        event-loop threads; connections are spread over them (default 1)
+  --reconnect N          close each connection after N requests are answered and open a new one
+                         (connect, and HS's open index, block its thread); 1: a connection per
+                         request, as clients without persistent connections do (default: never)
   --seconds S            measured duration (default 5)
   --warmup-seconds W     run, but do not count, for W seconds first (default 1)
   --requests N           measure exactly N requests instead of a duration
@@ -123,7 +126,7 @@ enum Opt_id {
   o_proto = 1000, o_host, o_port, o_seconds, o_warmup, o_requests, o_keys, o_dist, o_theta, o_scramble, o_seed,
   o_prefix, o_op, o_insert_start, o_load, o_vary, o_expect, o_print_errors, o_timeout, o_db, o_table, o_index,
   o_columns, o_key_column, o_hs_auth, o_json, o_progress, o_ladder, o_help, o_sql_user, o_sql_password,
-  o_print_window,
+  o_print_window, o_reconnect,
 };
 
 }  // namespace
@@ -136,6 +139,7 @@ int main(int argc, char **argv) {
       {"conns", required_argument, nullptr, 'c'},
       {"depth", required_argument, nullptr, 'd'},
       {"threads", required_argument, nullptr, 't'},
+      {"reconnect", required_argument, nullptr, o_reconnect},
       {"seconds", required_argument, nullptr, o_seconds},
       {"warmup-seconds", required_argument, nullptr, o_warmup},
       {"requests", required_argument, nullptr, o_requests},
@@ -179,6 +183,7 @@ int main(int argc, char **argv) {
       case 'c': cfg.conns = uint32_t(parse_u64_arg("--conns", optarg, 1, 100000)); break;
       case 'd': cfg.depth = uint32_t(parse_u64_arg("--depth", optarg, 1, 1000000)); break;
       case 't': cfg.threads = uint32_t(parse_u64_arg("--threads", optarg, 1, 1024)); break;
+      case o_reconnect: cfg.reconnect = parse_u64_arg("--reconnect", optarg, 1, UINT64_MAX / 2); break;
       case o_seconds: cfg.seconds = parse_double_arg("--seconds", optarg, 0.001, 1e7); break;
       case o_warmup:
         cfg.warmup_seconds = parse_double_arg("--warmup-seconds", optarg, 0, 1e7);
@@ -234,6 +239,7 @@ int main(int argc, char **argv) {
   if (is_sql && cfg.depth != 1)
     die("%s--proto sql: depth must be 1 (the MariaDB client library does not pipeline); use more --conns", "");
   if (is_sql && !cfg.key_prefix.empty()) die("%s--proto sql: keys are numbers; --key-prefix does not apply", "");
+  if (is_sql && cfg.reconnect) die("%s--reconnect applies to hs, mc-* and resp", "");
 
   if (cfg.load) {
     if (!op.empty() && op != (is_hs ? "insert" : "set")) die("--load writes rows; it cannot be combined with --op %s", op.c_str());

@@ -197,6 +197,7 @@ struct Conn {
   uint32_t unstamped = 0;      // newest entries not yet given a send time
   bool dead = false;
   bool want_out = false;
+  uint64_t issued = 0;         // requests sent on this socket (--reconnect)
 
   void push(uint64_t key, bool counted) {
     uint32_t i = head + count;
@@ -245,6 +246,7 @@ class Worker : public Worker_base {
   bool add_connection(uint32_t id, const Target &t, std::string *err) override {
     int fd = open_connection(cfg_, t, err);
     if (fd < 0) return false;
+    target_ = t;
     add_conn(fd, id);
     return true;
   }
@@ -287,6 +289,10 @@ class Worker : public Worker_base {
         if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
           on_readable(c);
           if (c.dead) continue;
+          if (cfg_.reconnect && c.issued >= cfg_.reconnect && c.count == 0) {
+            reopen(c);
+            if (c.dead) continue;
+          }
           fill(c, now_ns());
           flush(c);
         } else if (evs[i].events & EPOLLOUT) {
@@ -322,9 +328,27 @@ class Worker : public Worker_base {
     inflight_ -= c.count;
     c.count = 0;
     c.unstamped = 0;
-    ::close(c.fd);  // also removes it from the epoll set
+    if (c.fd >= 0) ::close(c.fd);  // also removes it from the epoll set
     c.fd = -1;
     --live_;
+  }
+
+  // --reconnect: every request on the old socket is answered; a new one takes its place.
+  void reopen(Conn &c) {
+    ::close(c.fd);  // also removes it from the epoll set
+    std::string err;
+    c.fd = open_connection(cfg_, target_, &err);
+    c.issued = 0;
+    c.want_out = false;
+    if (c.fd < 0) {
+      kill(c, ("reconnect: " + err).c_str());
+      return;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = &c;
+    epoll_ctl(epfd_, EPOLL_CTL_ADD, c.fd, &ev);
+    ++st_.reconnects;
   }
 
   uint64_t next_key() {
@@ -338,7 +362,7 @@ class Worker : public Worker_base {
 
   void fill(Conn &c, uint64_t now) {
     if (now >= sched_.t_end) return;
-    while (c.count < cfg_.depth) {
+    while (c.count < cfg_.depth && !(cfg_.reconnect && c.issued >= cfg_.reconnect)) {
       bool measured = now >= sched_.t_measure;
       bool counted = sched_.count_mode && measured;
       if (sched_.count_mode && measured && issued_counted_ >= quota_) return;
@@ -350,6 +374,7 @@ class Worker : public Worker_base {
       }
       encode_request(req_, k, variant, c.out);
       c.push(k, counted);
+      ++c.issued;
       ++inflight_;
       if (counted) ++issued_counted_;
     }
@@ -470,6 +495,7 @@ class Worker : public Worker_base {
   Request_spec req_;
   Check_spec chk_;
   std::vector<Conn> conns_;
+  Target target_{};
   int epfd_ = -1;
   uint32_t live_ = 0;
   uint64_t variant_ = 0;
@@ -654,6 +680,7 @@ int run(const Config &cfg) {
   std::printf("replies      %" PRIu64 " (incl. warm-up): ok %" PRIu64 ", misses %" PRIu64 ", errors %" PRIu64
               ", mismatches %" PRIu64 "; lost connections %" PRIu64 "\n",
               total.all_replies, total.ok, total.misses, total.errors, total.mismatches, total.conn_errors);
+  if (cfg.reconnect) std::printf("reconnects   %" PRIu64 " (a new connection every %" PRIu64 " requests)\n", total.reconnects, cfg.reconnect);
   double per = total.all_replies ? 1.0 / double(total.all_replies) : 0.0;
   std::printf("client       cpu %.0f%% of one core over %.1f s; per reply: %.3f reads, %.3f writes, %.1f B out, %.1f B in\n",
               wall > 0 ? 100.0 * cpu / wall : 0.0, wall, double(total.reads) * per, double(total.writes) * per,
@@ -671,12 +698,13 @@ int run(const Config &cfg) {
         ",\"seconds\":%.3f,\"ops_per_sec\":%.1f,\"latency_us\":{\"min\":%s,\"p50\":%s,\"p90\":%s,\"p99\":%s,"
         "\"p999\":%s,\"max\":%s,\"mean\":%.1f},\"replies\":%" PRIu64 ",\"ok\":%" PRIu64 ",\"misses\":%" PRIu64
         ",\"errors\":%" PRIu64 ",\"mismatches\":%" PRIu64 ",\"lost_connections\":%" PRIu64
-        ",\"client_cpu_pct\":%.1f}\n",
+        ",\"client_cpu_pct\":%.1f,\"reconnects\":%" PRIu64 "}\n",
         proto_name(cfg.proto), op_name(cfg.op), cfg.load ? "true" : "false", cfg.conns, cfg.depth, cfg.threads,
         cfg.keys, cfg.dist == Dist::zipf ? "zipf" : "uniform", cfg.zipf_theta, cfg.seed, expect_name(cfg.expect),
         total.ops, seconds, ops_per_sec, fmt_us(h.min()).c_str(), fmt_us(p50).c_str(), fmt_us(p90).c_str(),
         fmt_us(p99).c_str(), fmt_us(p999).c_str(), fmt_us(h.max()).c_str(), h.mean() / 1000.0, total.all_replies,
-        total.ok, total.misses, total.errors, total.mismatches, total.conn_errors, wall > 0 ? 100.0 * cpu / wall : 0.0);
+        total.ok, total.misses, total.errors, total.mismatches, total.conn_errors, wall > 0 ? 100.0 * cpu / wall : 0.0,
+        total.reconnects);
   }
   std::printf("RESULT proto=%s conns=%u depth=%u ops=%" PRIu64 " seconds=%.3f ops_per_sec=%.0f p50_us=%s p99_us=%s "
               "p999_us=%s errors=%" PRIu64 " mismatches=%" PRIu64 " op=%s threads=%u misses=%" PRIu64 " seed=%" PRIu64
