@@ -1010,6 +1010,12 @@ void Worker::serve(Store &store) {
       Connection &c = *static_cast<Connection *>(ev.data.ptr);
       if (c.dead) continue;
       if (ev.events & EPOLLERR) {
+        /* Reset before its first read: what it sent before the reset is there to read all the
+           same (a client that pipelines memcached noreply sets and resets runs them). */
+        if (c.transport == Transport::undecided) {
+          read_first_bytes(c);
+          if (c.dead) continue;
+        }
         if (c.transport == Transport::tls_handshake) {
           tls_handshake_failed(c, socket_error(c.fd.get()));
         } else if (c.transport == Transport::plain && !c.tls && c.session && !parked(c)) {
