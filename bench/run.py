@@ -980,15 +980,15 @@ def render_markdown(meta: dict, agg: list[dict], failures: list[str]) -> str:
         L.append("| shape | system | connections/s | server µs/connection | p50 / p99 µs | srv / cl. CPU | "
                  "vs reference: connections/s · CPU |")
         L.append("|---|---|---:|---:|---:|---:|---:|")
-        refs = {"ts-hs": "handlersocket", "ts-mc-text": "memcached-text"}
         for sh in dict.fromkeys(g["shape"] for g in churn):
             for s in CHURN_SYSTEMS:
                 g = idx.get(("churn", s, sh, "get", None))
                 if not g:
                     continue
-                gr = idx.get(("churn", refs[s], sh, "get", None)) if s in refs else None
+                ref = SYSTEMS[s][3]  # the system's reference for ratios, as in the read tables
+                gr = idx.get(("churn", ref, sh, "get", None)) if ref else None
                 vs = (f"{fmt_ratio(g['ops_per_sec'], gr['ops_per_sec'])} · "
-                      f"{fmt_ratio(gr['cpu_us_per_op'], g['cpu_us_per_op'])} ({SYSTEMS[refs[s]][0]})") if gr else ""
+                      f"{fmt_ratio(gr['cpu_us_per_op'], g['cpu_us_per_op'])} ({SYSTEMS[ref][0]})") if gr else ""
                 srv, cli = g.get("server_cpu_share"), g.get("client_cpu_pct")
                 cpu = f"{srv * 100:.0f}% / {cli:.0f}%" if srv is not None and cli is not None else "–"
                 L.append(f"| {sh} | {SYSTEMS[s][0]} | {fmt_int(g['ops_per_sec'])}{spread(g, 'ops_per_sec')}"

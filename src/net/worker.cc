@@ -196,31 +196,34 @@ void Worker::add_connection(int fd, const Port *port, Peer &&peer) {
   conns_.push_back(std::move(c));
 }
 
+void Worker::watch_listener(Listener &l, bool on) {
+  if (!on) {
+    epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, l.port->fd.get(), nullptr);
+    return;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+  ev.data.ptr = &l;
+  if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, l.port->fd.get(), &ev) != 0)
+    log_warning("worker %u cannot poll the %s port: %s", id_, l.port->name.c_str(), strerror(errno));
+}
+
 void Worker::poll_listeners(bool on) {
   if (on) {
     listeners_.clear();
     listeners_.reserve(server_.ports().size());  // their addresses are epoll tags: no reallocation
     for (auto &p : server_.ports()) listeners_.push_back(Listener{p.get(), 0});
   }
-  for (Listener &l : listeners_) {
-    if (l.paused_until_ms) continue;  // not in the poll set
-    if (on) {
-      epoll_event ev{};
-      ev.events = EPOLLIN | EPOLLEXCLUSIVE;
-      ev.data.ptr = &l;
-      if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, l.port->fd.get(), &ev) != 0)
-        log_warning("worker %u cannot poll the %s port: %s", id_, l.port->name.c_str(), strerror(errno));
-    } else {
-      epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, l.port->fd.get(), nullptr);
-    }
-  }
+  for (Listener &l : listeners_)
+    if (!l.paused_until_ms) watch_listener(l, on);  // a paused one is not in the poll set
   if (!on) listeners_.clear();
+  listening_ = on;
 }
 
 void Worker::listener_ready(Listener &l) {
   if (server_.accept_ready(*l.port, *this, counters_, kAcceptsPerLoop)) return;
   /* Out of descriptors: polled again after a pause (level-triggered, it would wake us at once). */
-  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, l.port->fd.get(), nullptr);
+  watch_listener(l, false);
   l.paused_until_ms = now_ms_ + kAcceptPauseMs;
 }
 
@@ -228,10 +231,7 @@ void Worker::resume_listeners() {
   for (Listener &l : listeners_) {
     if (!l.paused_until_ms || now_ms_ < l.paused_until_ms) continue;
     l.paused_until_ms = 0;
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLEXCLUSIVE;
-    ev.data.ptr = &l;
-    epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, l.port->fd.get(), &ev);
+    watch_listener(l, true);
   }
 }
 
@@ -962,7 +962,7 @@ void Worker::serve(Store &store) {
   now_ms_ = last_idle_check;
   while (!stop_.load(std::memory_order_relaxed)) {
     if (store.killed()) break;  // server shutdown: our THD was killed
-    if (listeners_.empty() && server_.accepting()) poll_listeners(true);
+    if (!listening_ && server_.accepting()) poll_listeners(true);
     bool any_paused = false;
     for (const Listener &l : listeners_) any_paused |= l.paused_until_ms != 0;
     bool any_parked = false;

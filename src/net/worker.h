@@ -104,6 +104,8 @@ class Worker {
     uint64_t paused_until_ms;  // 0: polled
   };
   std::vector<Listener> listeners_;
+  bool listening_ = false;  // poll_listeners(true) has run (listeners_ may be empty: no ports)
+  void watch_listener(Listener &l, bool on);  // adds it to the poll set, or takes it out
   void poll_listeners(bool on);
   void listener_ready(Listener &l);
   void resume_listeners();

@@ -263,12 +263,7 @@ class Worker : public Worker_base {
 
   void run() override {
     epfd_ = epoll_create1(EPOLL_CLOEXEC);
-    for (auto &c : conns_) {
-      epoll_event ev{};
-      ev.events = EPOLLIN;
-      ev.data.ptr = &c;
-      epoll_ctl(epfd_, EPOLL_CTL_ADD, c.fd, &ev);
-    }
+    for (auto &c : conns_) watch(c);
     live_ = uint32_t(conns_.size());
     sleep_until_ns(sched_.t_start);
     last_progress_ = now_ns();
@@ -289,7 +284,7 @@ class Worker : public Worker_base {
         if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
           on_readable(c);
           if (c.dead) continue;
-          if (cfg_.reconnect && c.issued >= cfg_.reconnect && c.count == 0) {
+          if (used_up(c) && c.count == 0) {
             reopen(c);
             if (c.dead) continue;
           }
@@ -344,12 +339,19 @@ class Worker : public Worker_base {
       kill(c, ("reconnect: " + err).c_str());
       return;
     }
+    watch(c);
+    ++st_.reconnects;
+  }
+
+  void watch(Conn &c) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = &c;
     epoll_ctl(epfd_, EPOLL_CTL_ADD, c.fd, &ev);
-    ++st_.reconnects;
   }
+
+  // --reconnect: this socket has carried its share of requests.
+  bool used_up(const Conn &c) const { return cfg_.reconnect && c.issued >= cfg_.reconnect; }
 
   uint64_t next_key() {
     if (cfg_.sequential_keys()) {
@@ -362,7 +364,7 @@ class Worker : public Worker_base {
 
   void fill(Conn &c, uint64_t now) {
     if (now >= sched_.t_end) return;
-    while (c.count < cfg_.depth && !(cfg_.reconnect && c.issued >= cfg_.reconnect)) {
+    while (c.count < cfg_.depth && !used_up(c)) {
       bool measured = now >= sched_.t_measure;
       bool counted = sched_.count_mode && measured;
       if (sched_.count_mode && measured && issued_counted_ >= quota_) return;
