@@ -3,6 +3,7 @@
   * 2,000 concurrent connections (half reading, half writing), each doing a request;
   * out of file descriptors: accept() fails, the listener is left alone for a moment (no spinning)
     and the clients waiting in the backlog are served once descriptors are free;
+  * connections accepted by the workers themselves are spread evenly over them;
   * oversized, malformed and absurd input (a 2 MB line, garbage bytes, counts like 4294967295)
     answered with an error (and a close where the line cannot be read), while a canary client on
     the same worker keeps being answered and the server's memory stays flat;
@@ -647,6 +648,26 @@ def test_a_half_closed_connection_gets_every_reply_then_is_closed(srv):
     assert h.wait_closed(c, 3.0) is not None, "the server did not close a half-closed connection"
     c.close()
     assert srv.sql("SELECT COUNT(*) FROM rob_ins WHERE k BETWEEN 500000 AND 500199") == [("200",)]
+
+
+def test_connections_are_spread_evenly_over_the_workers_that_accept_them(request):
+    """Every worker polls the listeners and accepts; it keeps a connection only while no other
+    worker has fewer, so clients connecting one after another end up spread evenly."""
+    with h.private_server(request, "spread", ["--tablesocket-threads=2"]) as s:
+        assert h.variable(s, "tablesocket_threads") == "2"
+        conns = []
+        try:
+            for i in range(20):
+                c = h.HSConn(s.hs_port if i % 2 else s.hs_port_wr)
+                assert c.request("P\t1\ttest\tnone\tPRIMARY\tk\n") == b"1\t1\topen_table\n"
+                conns.append(c)
+            per_worker = dict(s.sql("SELECT WORKER, COUNT(*) FROM information_schema.TABLESOCKET_CONNECTIONS "
+                                    "GROUP BY WORKER", db=None))
+            counts = sorted(int(n) for n in per_worker.values())
+            assert len(counts) == 2 and sum(counts) == 20 and counts[1] - counts[0] <= 1, per_worker
+        finally:
+            for c in conns:
+                c.close()
 
 
 def test_connections_over_tablesocket_max_connections_are_refused_with_an_error(request):
