@@ -389,9 +389,10 @@ void Worker::peer_reset(Connection &c) {
     c.read_closed = true;
     return;
   }
-  /* A request waiting for a lock is given up (nobody will hear its answer; a write queued for a
-     row lock is cancelled), and with it what came after it. */
-  if (!c.session || c.tls || parked(c)) {
+  /* A request waiting for a lock goes on waiting and then runs, with what came after it, as after
+     a plain close (and as SQL's statement waiting for a row lock runs when its client is gone):
+     whether a client's writes happen must not depend on the moment its reset arrived. */
+  if (!c.session || c.tls) {
     close_connection(c);
     return;
   }
@@ -1018,8 +1019,8 @@ void Worker::serve(Store &store) {
         }
         if (c.transport == Transport::tls_handshake) {
           tls_handshake_failed(c, socket_error(c.fd.get()));
-        } else if (c.transport == Transport::plain && !c.tls && c.session && !parked(c)) {
-          read_plain(c);  // what arrived before the reset is still there to read
+        } else if (c.transport == Transport::plain && !c.tls && c.session) {
+          read_plain(c);  // what arrived before the reset is still there to read (none while parked)
           if (!c.dead && !c.peer_gone) peer_reset(c);
         } else {
           close_connection(c);

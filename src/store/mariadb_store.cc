@@ -962,6 +962,14 @@ Store_status Mariadb_store::open_index(const Index_spec &spec, Open_index &out) 
     s.in_use = true;
     s.refs = 0;
     s.for_write = spec.for_write;
+    /* A reused slot starts clean: what the table it held last went through is not this one's (a
+       table given up for a waiting DDL left yielded_until_ms, and the next table in its slot
+       refused writes for it: parked, they waited out the backoff). */
+    s.read_only_open = false;
+    s.written = false;
+    s.written_refs.clear();
+    s.written_blind = false;
+    s.yielded_until_ms = 0;
     by_name_.emplace(std::move(key), slot_no);
   }
   Table_slot &s = slots_[slot_no];

@@ -210,6 +210,41 @@ def test_the_blocked_update_times_out_after_lock_wait_timeout_and_its_connection
         sql.close()
 
 
+def test_writes_sent_before_a_reset_run_even_if_the_first_was_waiting_for_a_row_lock(srv):
+    """A client pipelines an update of a row SQL holds locked and 20 inserts behind it, then resets
+    its connection (SO_LINGER 0) while the update waits. As after a plain close, and as an SQL
+    statement waiting for a row lock still runs when its client is gone, they all run once SQL
+    commits. Before, a reset that found the connection waiting for a lock closed it and dropped
+    every request it had sent, while one that came a moment earlier or later ran them all."""
+    t = _table(srv, "lc_reset")
+    sql = h.sql_conn(srv, autocommit=False)
+    w = h.hs_open(srv.hs_port_wr, t, "k,v")
+    try:
+        with sql.cursor() as c:
+            c.execute("BEGIN")
+            c.execute(f"SELECT * FROM {t} WHERE k = 1 FOR UPDATE")
+        w.send("1\t=\t1\t1\t1\t0\tU\t1\tafter reset\n" +
+               "".join(f"1\t+\t2\t{k}\tnew{k}\n" for k in range(1001, 1021)))
+        assert _no_reply(w, 0.3)
+        conns = h.status(srv)["tablesocket_connections"]
+        w.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        w.close()
+        time.sleep(0.3)  # the worker sees the reset while the update waits
+        assert h.status(srv)["tablesocket_connections"] == conns, "the waiting connection was closed at its reset"
+        sql.commit()
+        deadline = time.monotonic() + 5
+        while True:
+            rows = srv.sql(f"SELECT (SELECT v FROM {t} WHERE k = 1), (SELECT COUNT(*) FROM {t} WHERE k > 1000)")
+            if rows == [("after reset", "20")] or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert rows == [("after reset", "20")], rows
+        assert h.status(srv)["tablesocket_connections"] == conns - 1  # and then it is closed
+    finally:
+        w.close()
+        sql.close()
+
+
 # --------------------------------------------------------------------------------------------------
 # DDL
 
@@ -605,11 +640,12 @@ def test_a_write_gets_its_turn_on_a_row_sql_transactions_hand_to_each_other(srv)
         mc.close()
 
 
-def test_a_queued_write_whose_connection_is_reset_is_cancelled(srv):
-    """A write waiting in InnoDB's lock queue for a row SQL holds: its connection is reset (RST);
-    the queued write is cancelled (nothing written after SQL commits), and the worker goes on. (A
-    client that merely closes its end is noticed once its request is answered, as an SQL server
-    notices a client gone only after the statement that waited for a lock ends.)"""
+def test_a_queued_write_whose_connection_is_reset_still_runs_after_the_lock(srv):
+    """A write waiting in InnoDB's lock queue for a row SQL holds: its connection is reset (RST, as
+    the kernel sends for a client that exits with replies unread). The worker goes on serving, and
+    the write runs once SQL commits, as it would after a plain close and as an SQL statement
+    waiting for a row lock runs when its client is gone (it used to be cancelled: whether a
+    client's writes happened then depended on the moment its reset arrived)."""
     t = _table(srv, "lc_gone")
     sql = h.sql_conn(srv, autocommit=False)
     w = h.hs_open(srv.hs_port_wr, t, "v")
@@ -631,14 +667,47 @@ def test_a_queued_write_whose_connection_is_reset_is_cancelled(srv):
         t0 = time.monotonic()
         assert other.request("1\t=\t1\t2\t1\t0\tU\tother\n") == b"0\t1\t1\n"
         assert time.monotonic() - t0 < REPLY_BOUND
+        assert srv.sql(f"SELECT v FROM {t} WHERE k IN (1, 2) ORDER BY k") == [("v1",), ("other",)]
+        sql.commit()
         deadline = time.monotonic() + 5
         while srv.sql("SELECT COUNT(*) FROM information_schema.processlist "
                       "WHERE state = 'tablesocket lock queue'") != [("0",)]:
             assert time.monotonic() < deadline, "the queued write's session is still there"
             time.sleep(0.05)
-        sql.commit()
-        time.sleep(0.3)
-        assert srv.sql(f"SELECT v FROM {t} WHERE k IN (1, 2) ORDER BY k") == [("v1",), ("other",)]
+        deadline = time.monotonic() + 5
+        while srv.sql(f"SELECT v FROM {t} WHERE k = 1") != [("from a client that left",)]:
+            assert time.monotonic() < deadline, "the queued write did not run after the commit"
+            time.sleep(0.05)
+        assert srv.sql(f"SELECT v FROM {t} WHERE k IN (1, 2) ORDER BY k") == [("from a client that left",), ("other",)]
     finally:
         other.close()
         sql.close()
+
+
+def test_a_table_slot_reused_after_a_ddl_took_its_table_refuses_no_write(request):
+    """A worker that gave a table up for a waiting DDL does not reopen it for writing for a moment
+    (twice the DDL check interval: a waiting LOCK TABLES ... READ must get its turn). Once no open
+    index refers to that table, its slot is reused by the next table opened, which inherited the
+    moment: its writes waited for it (2 s here) for nothing, and a client that reset its
+    connection meanwhile lost them (test_memcached's reset test, whenever the previous test's
+    DROP TABLE came just before)."""
+    with h.private_server(request, "slot-reuse",
+                          ["--tablesocket-threads=1", "--tablesocket-ddl-check-interval=1000"]) as s:
+        a, b, c = (_table(s, name, rows=5) for name in ("lc_slot_a", "lc_slot_b", "lc_slot_c"))
+        conn = h.hs_open(s.hs_port_wr, a, "v")
+        try:
+            assert conn.request("1\t=\t1\t1\n") == b"0\t1\tv1\n"
+            s.exec_sql(f"DROP TABLE {a}")  # the worker gives the table up (its index stays open)
+            # Index 1 now on b: nothing refers to a's slot, which is freed after this request ...
+            assert conn.request(f"P\t1\ttest\t{b}\tPRIMARY\tv\n") == b"0\t1\n"
+            # ... and taken by c.
+            assert conn.request(f"P\t2\ttest\t{c}\tPRIMARY\tv\n") == b"0\t1\n"
+            waits = h.status(s)["tablesocket_lock_waits"]
+            t0 = time.monotonic()
+            assert conn.request("2\t=\t1\t1\t1\t0\tU\tnew\n", timeout=5.0) == b"0\t1\t1\n"
+            took = time.monotonic() - t0
+            assert took < 0.5, f"a write to a table nothing was locking waited {took:.3f} s"
+            assert h.status(s)["tablesocket_lock_waits"] == waits
+            assert s.sql(f"SELECT v FROM {c} WHERE k = 1") == [("new",)]
+        finally:
+            conn.close()
