@@ -861,11 +861,16 @@ void Mariadb_store::yield_to_ddl() {
      not committed, and a DDL that got the table now (an online ALTER applying its log, then
      swapping the table) would lose them. Meanwhile its requests wait (ensure_locked). */
   const bool committing = in_flight_ && !committer_->done();
+  const uint64_t now = monotonic_ms();
   for (uint32_t n = 0; n < slots_.size(); ++n) {
     Table_slot &s = slots_[n];
     if (!s.in_use || s.locked || (in_batch_ && s.written)) continue;
     const bool ddl_waits = s.ddl_waits();
-    if (s.table && (ddl_waits || (s.refs == 0 && !committing))) {
+    /* A table no open index refers to any more stays open a moment (kKeepUnusedMs): clients that
+       connect per request open it again at once, and reopening it (metadata lock, table cache)
+       would cost each of them. DDL, FLUSH TABLES or a waiting LOCK TABLES close it at once. */
+    const bool unused = s.refs == 0 && !committing && now - s.unused_since_ms >= kKeepUnusedMs;
+    if (s.table && (ddl_waits || unused)) {
       if (s.refs != 0) counters_.add(counters_.table_yields);
       close_slot(s);
       /* Not reopened for writing at once: a waiting LOCK TABLES ... READ (or FLUSH TABLES ... FOR
@@ -885,7 +890,8 @@ void Mariadb_store::yield_to_ddl() {
 }
 
 void Mariadb_store::release_slot(uint32_t slot) {
-  if (slot < slots_.size() && slots_[slot].refs) --slots_[slot].refs;
+  if (slot < slots_.size() && slots_[slot].refs && --slots_[slot].refs == 0)
+    slots_[slot].unused_since_ms = monotonic_ms();
 }
 
 Store_status Mariadb_store::resolve(Table_slot &s, Open_index &idx) {

@@ -65,6 +65,7 @@ struct Table_slot {
   bool in_use = false;       // slot allocated (else on the free list)
   uint64_t generation = 0;   // bumped on every (re)open
   uint32_t refs = 0;         // Open_index objects pointing here
+  uint64_t unused_since_ms = 0;  // when refs last fell to 0 (closed kKeepUnusedMs later, or when DDL waits)
   /* Closed for a waiting lock: until then (monotonic ms) it is reopened for reads only (see
      yield_to_ddl). */
   uint64_t yielded_until_ms = 0;
@@ -477,6 +478,8 @@ class Mariadb_store final : public Store {
   /* How long a slot closed for a waiting lock stays closed to writes (Table_slot::yielded_until_ms):
      longer than a check interval, so that every worker has given the table up at once. */
   uint64_t yield_backoff_ms_;
+  /* How long a table no open index refers to stays open (Table_slot::unused_since_ms). */
+  static constexpr uint64_t kKeepUnusedMs = 1000;
   uint64_t turn_end_ = ~uint64_t(0);  // rows_examined_ at which the current connection's turn ends
   uint64_t rows_examined_ = 0;  // in the current batch (index reads, whatever became of the row)
   /* THDs. owner_ opens and closes the tables and holds their metadata locks; a batch runs on

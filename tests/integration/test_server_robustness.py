@@ -201,6 +201,26 @@ def test_out_of_descriptors_the_listener_pauses_and_then_serves_the_backlog(srv)
     fresh.close()
 
 
+def test_clients_that_connect_per_request_do_not_reopen_the_table_each_time_and_ddl_is_not_held(srv):
+    """A table whose last open index went with its connection stays open a moment (the next client
+    opens it again at once), but a DDL statement still gets it at once."""
+    before = h.status(srv)["tablesocket_table_opens"]
+    for k in range(10, 40):
+        c = h.hs_open(srv.hs_port, "rob", "k,v", timeout=5)
+        assert c.request(f"1\t=\t1\t{k}\n", timeout=5) == f"0\t2\t{k}\tv{k}\n".encode()
+        c.close()
+        time.sleep(0.01)
+    opens = h.status(srv)["tablesocket_table_opens"] - before
+    assert opens <= 2, f"30 connections one after another opened the table {opens} times"
+    t0 = time.monotonic()
+    srv.exec_sql("ALTER TABLE rob COMMENT 'per-request clients'")
+    took = time.monotonic() - t0
+    assert took < 0.5, f"ALTER TABLE waited {took:.2f} s for a table no client uses"
+    c = h.hs_open(srv.hs_port, "rob", "k,v", timeout=5)
+    assert c.request("1\t=\t1\t11\n", timeout=5) == b"0\t2\t11\tv11\n"
+    c.close()
+
+
 # --------------------------------------------------------------------------------------------------
 # hostile input
 
