@@ -39,6 +39,8 @@ namespace tablesocket {
   X(mc_cmd_get, "memcached keys asked for (get, gets, mg; a range counts its rows)") \
   X(mc_get_hits, "memcached keys found (live rows)")                   \
   X(mc_get_misses, "memcached keys not found or expired")              \
+  X(mc_get_expired, "memcached keys asked for whose row had expired (also counted as misses)") \
+  X(mc_total_items, "memcached items stored (set, add, replace, append, prepend, cas, ms that stored)") \
   X(mc_cmd_touch, "memcached touches (touch, gat, gats, binary touch/gat, an mg with T that found its item)") \
   X(mc_touch_hits, "memcached touches of a live item")                  \
   X(mc_touch_misses, "memcached touches of a missing item")             \

@@ -132,6 +132,7 @@ constexpr Mc_figure kMcFigures[] = {
     {"total_connections", &Counters::connections_total}, {"rejected_connections", &Counters::connections_rejected},
     {"cmd_get", &Counters::mc_cmd_get},           {"cmd_set", &Counters::requests_insert},
     {"get_hits", &Counters::mc_get_hits},         {"get_misses", &Counters::mc_get_misses},
+    {"get_expired", &Counters::mc_get_expired},   {"total_items", &Counters::mc_total_items},
     {"cmd_touch", &Counters::mc_cmd_touch},       {"cmd_flush", &Counters::mc_cmd_flush},
     {"touch_hits", &Counters::mc_touch_hits},     {"touch_misses", &Counters::mc_touch_misses},
     {"delete_misses", &Counters::mc_delete_misses}, {"delete_hits", &Counters::mc_delete_hits},
@@ -325,7 +326,10 @@ void Mc_session::decode_items(const Kv_layout &l, const Captured_rows &rows, std
     int64_t expiry = 0;
     if (l.expiry >= 0 && !rows.is_null(r + size_t(l.expiry))) {
       expiry = to_i64(rows.cell(r + size_t(l.expiry)));
-      if (expiry > 0 && expiry <= now) continue;  // expired: a miss
+      if (expiry > 0 && expiry <= now) {  // expired: a miss
+        ++expired_seen_;
+        continue;
+      }
     }
     items.emplace_back();
     Item &it = items.back();
@@ -389,7 +393,9 @@ Store_status Mc_session::lookup(Open_container &oc, const std::string_view *keys
   capture_.clear();
   Store_status st = store_.find(oc.idx, fr, capture_);
   if (!st.ok()) return st;
+  expired_seen_ = 0;
   decode_items(oc.def.layout, capture_, items);
+  if (expired_seen_) counters_.add(counters_.mc_get_expired, expired_seen_);  // a range's do not count
   return {};
 }
 
@@ -470,6 +476,7 @@ Store_status Mc_session::write(Open_container &oc, Kv_request &kr, Kv_result *re
   if (st.ok()) {
     if (!store_.write_committed()) wrote_in_batch = true;  // its reply waits for the batch's commit
     if (counted) count_outcome(kr.op, res->outcome);
+    if (res->outcome == Kv_outcome::stored && kr.op <= Kv_op::cas) counters_.add(counters_.mc_total_items);
     /* A new value (or none) ends the item's stale/win state; a touch does not, nor a write that
        changed nothing (an add of an existing item, a cas that did not match, incr of a
        non-number, ...). */
@@ -1047,6 +1054,7 @@ Mc_session::Stats_kind Mc_session::collect_stats(std::string_view arg, std::vect
     add("accepting_conns", live < int64_t(cfg_.max_connections) ? "1" : "0");
     for (size_t i = 0; i < kNumMcFigures; ++i)
       add(kMcFigures[i].name, std::to_string(Mc_stats_zero::instance().since_reset(sum, i)));
+    add("evictions", "0");  // rows stay until deleted or flushed: nothing is ever evicted
     add("engine", "tablesocket");  // one token: stats parsers split lines on spaces
     return Stats_kind::listed;
   }

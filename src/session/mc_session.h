@@ -110,6 +110,7 @@ class Mc_session final : public Session {
   /* Looks up keys (all in container oc); appends found, unexpired items in request order. */
   /* Turns captured rows into items, dropping expired ones. */
   void decode_items(const Kv_layout &l, const Captured_rows &rows, std::vector<Item> &items);
+  size_t expired_seen_ = 0;  // rows decode_items() skipped as expired
   static uint64_t cas_of(Item &it);  // the item's cas; derived from its content if the row has none
   /* The item's remaining seconds, at least 0, or -1 when it never expires (meta's t flag). */
   static int64_t ttl_of(const Item &it) {

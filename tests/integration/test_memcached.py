@@ -991,6 +991,29 @@ def test_stats_count_keys_hits_and_misses(mc, key):
     s1 = stats()
     assert {k: s1[k] - s0[k] for k in s0} == {"cmd_get": 5, "get_hits": 2, "get_misses": 3}
 
+def test_stats_count_items_stored_expired_gets_and_no_evictions(mc, key):
+    """total_items counts stores that stored, get_expired the keys asked for that had expired (they
+    are misses too), evictions stays 0: monitoring (Telegraf, Datadog) graphs these three."""
+    c = mc()
+    a, b, gone = key("a"), key("b"), key("gone")
+
+    def stats():
+        c.send("stats\r\n")
+        st = dict(re.findall(rb"STAT (\S+) (\S+)\r\n", c.recv_until()))
+        return {k: int(st[k.encode()]) for k in ("total_items", "get_expired", "get_misses", "evictions")}
+    s0 = stats()
+    c.request(f"set {a} 0 0 1\r\n1\r\n", b"STORED\r\n")
+    c.request(f"add {a} 0 0 1\r\n2\r\n", b"NOT_STORED\r\n")
+    c.request(f"append {a} 0 0 1\r\n3\r\n", b"STORED\r\n")
+    c.request(f"replace {b} 0 0 1\r\n4\r\n", b"NOT_STORED\r\n")
+    c.request(f"set {gone} 0 -1 1\r\n5\r\n", b"STORED\r\n")
+    c.request(f"incr {a} 1\r\n", b"14\r\n")
+    c.request(f"get {gone} {b}\r\n", b"END\r\n")
+    s1 = stats()
+    assert {k: s1[k] - s0[k] for k in s0} == {"total_items": 3, "get_expired": 1, "get_misses": 2, "evictions": 0}
+    assert s1["evictions"] == 0
+
+
 def test_stats_detail_is_accepted_and_dumps_nothing(mc):
     """memcached's t/binary.t and stats tests turn per-prefix statistics on and dump them."""
     c = mc()
