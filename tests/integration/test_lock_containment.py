@@ -60,6 +60,13 @@ def _table(s, name: str, rows: int = ROWS) -> str:
     return name
 
 
+def _begin(sql, statement: str) -> None:
+    """Opens a transaction on the SQL connection and runs statement in it (its locks stay held)."""
+    with sql.cursor() as c:
+        c.execute("BEGIN")
+        c.execute(statement)
+
+
 def _no_reply(conn: h.HSConn, wait: float = 0.0) -> bool:
     """True if nothing at all has arrived on conn (within `wait` seconds)."""
     if conn.buf:
@@ -121,9 +128,7 @@ def test_a_row_locked_by_sql_holds_up_only_the_update_of_that_row(srv):
     blocked = h.hs_open(srv.hs_port_wr, t, "v")
     load = None
     try:
-        with sql.cursor() as c:
-            c.execute("BEGIN")
-            c.execute(f"SELECT * FROM {t} WHERE k = 1 FOR UPDATE")
+        _begin(sql, f"SELECT * FROM {t} WHERE k = 1 FOR UPDATE")
         blocked.send("1\t=\t1\t1\t1\t0\tU\tfrom tablesocket\n")
         load = _others_load(srv, t).start()
         t0 = time.monotonic()
@@ -151,18 +156,14 @@ def test_an_increment_waits_for_an_uncommitted_sql_update_and_applies_on_top_of_
     sql = h.sql_conn(srv, autocommit=False)
     w = h.hs_open(srv.hs_port_wr, t, "n")
     try:
-        with sql.cursor() as c:
-            c.execute("BEGIN")
-            c.execute(f"UPDATE {t} SET n = n + 10 WHERE k = 5")
+        _begin(sql, f"UPDATE {t} SET n = n + 10 WHERE k = 5")
         w.send("1\t=\t1\t5\t1\t0\t+\t1\n")
         assert _no_reply(w, 0.5)
         sql.commit()
         assert w.recv_line(timeout=2.0) == b"0\t1\t1\n"
         assert srv.sql(f"SELECT n FROM {t} WHERE k = 5") == [("11",)]
         # And the other way round: rolled back, the increment applies to the old value.
-        with sql.cursor() as c:
-            c.execute("BEGIN")
-            c.execute(f"UPDATE {t} SET n = n + 1000 WHERE k = 5")
+        _begin(sql, f"UPDATE {t} SET n = n + 1000 WHERE k = 5")
         w.send("1\t=\t1\t5\t1\t0\t+\t1\n")
         assert _no_reply(w, 0.3)
         sql.rollback()
@@ -180,9 +181,7 @@ def test_the_blocked_update_times_out_after_lock_wait_timeout_and_its_connection
     w = h.hs_open(s.hs_port_wr, t, "v")
     other = h.hs_open(s.hs_port_wr, t, "v")
     try:
-        with sql.cursor() as c:
-            c.execute("BEGIN")
-            c.execute(f"SELECT * FROM {t} WHERE k = 1 FOR UPDATE")
+        _begin(sql, f"SELECT * FROM {t} WHERE k = 1 FOR UPDATE")
         t0 = time.monotonic()
         # The blocked update, and behind it on the same connection a find and an update of row 2.
         w.send("1\t=\t1\t1\t1\t0\tU\tnever\n1\t=\t1\t2\n1\t=\t1\t2\t1\t0\tU\tafter\n")
@@ -220,9 +219,7 @@ def test_writes_sent_before_a_reset_run_even_if_the_first_was_waiting_for_a_row_
     sql = h.sql_conn(srv, autocommit=False)
     w = h.hs_open(srv.hs_port_wr, t, "k,v")
     try:
-        with sql.cursor() as c:
-            c.execute("BEGIN")
-            c.execute(f"SELECT * FROM {t} WHERE k = 1 FOR UPDATE")
+        _begin(sql, f"SELECT * FROM {t} WHERE k = 1 FOR UPDATE")
         w.send("1\t=\t1\t1\t1\t0\tU\t1\tafter reset\n" +
                "".join(f"1\t+\t2\t{k}\tnew{k}\n" for k in range(1001, 1021)))
         assert _no_reply(w, 0.3)
@@ -444,9 +441,7 @@ def test_a_range_increment_blocked_midway_is_retried_without_applying_twice(srv)
     sql = h.sql_conn(srv, autocommit=False)
     w = h.hs_open(srv.hs_port_wr, t, "n")
     try:
-        with sql.cursor() as c:
-            c.execute("BEGIN")
-            c.execute(f"SELECT * FROM {t} WHERE k = 5 FOR UPDATE")
+        _begin(sql, f"SELECT * FROM {t} WHERE k = 5 FOR UPDATE")
         w.send("1\t>=\t1\t1\t10\t0\t+\t1\n")
         assert _no_reply(w, 1.0)
         assert srv.sql(f"SELECT SUM(n) FROM {t}") == [("0",)]
@@ -496,9 +491,7 @@ def test_several_increments_waiting_on_one_locked_row_all_apply_after_commit(srv
     sql = h.sql_conn(srv, autocommit=False)
     waiters = [h.hs_open(srv.hs_port_wr, t, "n") for _ in range(8)]
     try:
-        with sql.cursor() as c:
-            c.execute("BEGIN")
-            c.execute(f"UPDATE {t} SET n = 100 WHERE k = 7")
+        _begin(sql, f"UPDATE {t} SET n = 100 WHERE k = 7")
         for i, w in enumerate(waiters):
             w.send(f"1\t=\t1\t7\t1\t0\t+\t{i + 1}\n")
         time.sleep(0.5)
@@ -651,9 +644,7 @@ def test_a_queued_write_whose_connection_is_reset_still_runs_after_the_lock(srv)
     w = h.hs_open(srv.hs_port_wr, t, "v")
     other = h.hs_open(srv.hs_port_wr, t, "v")
     try:
-        with sql.cursor() as c:
-            c.execute("BEGIN")
-            c.execute(f"SELECT * FROM {t} WHERE k = 1 FOR UPDATE")
+        _begin(sql, f"SELECT * FROM {t} WHERE k = 1 FOR UPDATE")
         q0 = h.status(srv)["tablesocket_lock_queued"]
         w.send("1\t=\t1\t1\t1\t0\tU\tfrom a client that left\n")
         deadline = time.monotonic() + 5
