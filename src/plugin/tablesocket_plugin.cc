@@ -105,8 +105,10 @@ MYSQL_SYSVAR_UINT(idle_timeout, sv_idle_timeout, PLUGIN_VAR_READONLY,
                   "client trickling a request in a byte at a time is closed too). 0 disables both.",
                   nullptr, nullptr, kDefaults.idle_timeout_s, 0, 31536000, 0);
 MYSQL_SYSVAR_UINT(max_request_size, sv_max_request_size, PLUGIN_VAR_READONLY,
-                  "Maximum size in bytes of one request line. A longer line is answered with an "
-                  "error and the connection is closed; nothing is allocated for it beforehand.",
+                  "Maximum size in bytes of one request line: a HandlerSocket request, or a memcached "
+                  "get/gets line (memcached's other command lines stop at 2048 bytes, as in memcached). "
+                  "A longer line closes the connection (HandlerSocket answers an error first); "
+                  "nothing is allocated for it beforehand.",
                   nullptr, nullptr, unsigned(kDefaults.max_request_size), 64, 1U << 30, 0);
 MYSQL_SYSVAR_UINT(max_tokens, sv_max_tokens, PLUGIN_VAR_READONLY,
                   "Maximum number of TAB-separated tokens (values, IN values, filters) in one request "

@@ -630,6 +630,7 @@ Session_outcome Mc_session::run(Byte_buffer &in, Byte_buffer &out, unsigned max_
 Session_outcome Mc_session::run_text(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) {
   mc::Mc_limits limits;
   limits.max_value_size = uint32_t(cfg_.mc_max_value_size);
+  limits.max_multiget_line = cfg_.max_request_size;  // other command lines: 2048 bytes, as memcached's
   limits.max_keys = cfg_.max_tokens;
   unsigned done = 0;
   if (parked_) {

@@ -1560,13 +1560,15 @@ def test_range_get_gets_reports_the_same_cas_as_a_key_get(ts, tsmc, make_table, 
 
 @pytest.fixture(scope="module")
 def opts_server(request, plugin):
-    """A private tablesocket server: --log-bin, a memcached unix socket, a 4 KiB value limit and the
+    """A private tablesocket server: --log-bin, a memcached unix socket, a 4 KiB value limit, 8 KiB
+    request lines and the
     configuration in schema mcconf (its default container: test.kv_alt)."""
     if plugin != "tablesocket":
         pytest.skip("tablesocket only")
     srv = MariaDBServer("tablesocket", name="mcopts",
                         extra_args=["--log-bin=binlog", "--server-id=1", "--binlog-format=STATEMENT",
                                     "--tablesocket-mc-max-value-size=4096",
+                                    "--tablesocket-max-request-size=8192",
                                     "--tablesocket-lock-wait-timeout=1000",
                                     "--tablesocket-mc-config-schema=mcconf"])
     srv.mc_unix = str(Path(srv.rundir) / "mc.sock")
@@ -1647,6 +1649,19 @@ def test_the_max_value_size_option_bounds_values(opts_server):
         c.request("get big big2\r\n", b"END\r\n")
         c.request(b"set big 0 0 4096\r\n%s\r\n" % ok, b"STORED\r\n")
         c.request("get big\r\n", value_reply("big", ok) + b"END\r\n")
+
+
+@TS_ONLY
+def test_the_max_request_size_option_bounds_multiget_lines(opts_server):
+    """A get line may pass memcached's 2048 bytes, up to tablesocket_max_request_size (8 KiB here);
+    longer, the connection is closed, as memcached closes on a line it will not read."""
+    with McConn(opts_server.mc_port) as c:
+        _wait_ready(c)
+        c.request(b"set mk1 0 0 2\r\nv1\r\n", b"STORED\r\n")
+        keys = " ".join(f"mk{i}" + "x" * 40 for i in range(2, 170))  # ~7.5 KB
+        c.request(f"get mk1 {keys}\r\n", value_reply("mk1", b"v1") + b"END\r\n")
+        c.send(f"get mk1 {keys} {keys}\r\n")
+        assert c.closed_by_peer() == b""
 
 
 @TS_ONLY
