@@ -1,6 +1,7 @@
 #include "session/mc_containers.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "session/captured_rows.h"
 
@@ -31,6 +32,31 @@ std::vector<std::string> split_columns(std::string_view s) {
 }
 
 }  // namespace
+
+/* "" when the container's columns all differ (as MariaDB compares column names: ignoring case);
+   else what is wrong, for the clients that use it. */
+static std::string overlap_problem(const Mc_container &c) {
+  std::vector<std::pair<std::string_view, const char *>> cols;
+  cols.emplace_back(c.key_column, "key column");
+  for (const std::string &v : c.value_columns) cols.emplace_back(v, "value columns");
+  if (!c.flags_column.empty()) cols.emplace_back(c.flags_column, "flags column");
+  if (!c.cas_column.empty()) cols.emplace_back(c.cas_column, "cas column");
+  if (!c.expiry_column.empty()) cols.emplace_back(c.expiry_column, "expire_time column");
+  auto same = [](std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+             return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+           });
+  };
+  for (size_t i = 0; i < cols.size(); ++i)
+    for (size_t j = i + 1; j < cols.size(); ++j)
+      if (same(cols[i].first, cols[j].first)) {
+        const std::string head = "container " + c.name + ": column " + std::string(cols[i].first);
+        if (cols[i].second == cols[j].second) return head + " is named twice in its " + cols[i].second;
+        return head + " is both its " + cols[i].second + " and its " + cols[j].second +
+               " (a column may serve one purpose only)";
+      }
+  return {};
+}
 
 Store_status Mc_containers::refresh(Store &store, const std::string &schema, uint64_t now_ms, uint64_t max_age_ms) {
   if (loaded_ && now_ms - loaded_at_ms_ < max_age_ms) return {};
@@ -99,6 +125,7 @@ Store_status Mc_containers::refresh(Store &store, const std::string &schema, uin
     add(c.cas_column, &c.layout.cas);
     add(c.expiry_column, &c.layout.expiry);
     c.layout.separator = separator;
+    c.problem = overlap_problem(c);
     list.push_back(std::move(c));
   }
   list_ = std::move(list);

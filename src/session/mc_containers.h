@@ -18,6 +18,9 @@ struct Mc_container {
   std::vector<std::string> value_columns;
   std::string flags_column, cas_column, expiry_column;  // empty: the container has none
   std::string columns;  // the open index's column list: key, values, flags, cas, expiry
+  /* Why the row cannot be served ("" if it can): a column named twice (as key and expiry, say)
+     would have one write put the expiry where the key goes. */
+  std::string problem;
   Kv_layout layout;
   bool same_mapping(const Mc_container &o) const {
     return db == o.db && table == o.table && index == o.index && columns == o.columns &&

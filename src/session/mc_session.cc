@@ -246,6 +246,12 @@ int64_t Mc_session::absolute_expiry_u32(uint32_t exptime) const {
 }
 
 Mc_session::Open_container *Mc_session::open_container(const Mc_container &c, Store_status *st) {
+  if (!c.problem.empty()) {
+    config_error_ = c.problem;
+    *st = Store_status::of(Store_errc::bad_value);
+    st->message = config_error_;
+    return nullptr;
+  }
   auto it = open_.find(c.name);
   if (it != open_.end() && it->second.def.same_mapping(c)) return &it->second;
   Open_container oc;

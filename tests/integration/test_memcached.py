@@ -1452,6 +1452,35 @@ def test_a_container_whose_index_is_not_unique_on_its_key_column_is_refused(ts, 
 
 
 @TS_ONLY
+@pytest.mark.parametrize("cols, problem", [
+    (("k", "v", "0", "v", "e"), "column v is both its value columns and its cas column"),
+    (("k", "v", "0", None, "K"), "column k is both its key column and its expire_time column"),
+    (("k", "v|e|V", "0", None, None), "column v is named twice in its value columns"),
+    (("k", "v", "e", "c", "e"), "column e is both its flags column and its expire_time column"),
+])
+def test_a_container_naming_one_column_for_two_purposes_is_refused(ts, tsmc, make_table, containers,
+                                                                  cols, problem):
+    """A container whose expiry column was its key column was served: a set stored the expiry
+    (0) as the key and the cas as the value, answering STORED (found by a helper)."""
+    t = make_table("k VARBINARY(64) PRIMARY KEY, v VARBINARY(64), c BIGINT UNSIGNED, e INT UNSIGNED")
+    name = containers(f"ovl_{uuid.uuid4().hex[:8]}", t, *cols)
+    c = tsmc()
+    want = f"SERVER_ERROR container {name}: {problem}".encode()
+    deadline = time.monotonic() + 4
+    while True:  # refused once the configuration is seen
+        c.send(f"get @@{name}\r\n")
+        got = c.recv_until()
+        if got.startswith(want) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert got.startswith(want), got
+    line = got
+    for cmd in (f"set @@{name}.foo 0 0 5\r\nhello\r\n", f"get @@{name}.foo\r\n", f"ms @@{name}.x 1\r\ny\r\n"):
+        c.request(cmd, line)
+    assert ts.sql(f"SELECT COUNT(*) FROM test.{t}") == [("0",)]
+
+
+@TS_ONLY
 def test_a_memory_table_container_serves_keys_but_refuses_ranges(ts, tsmc, make_table, containers):
     t = make_table("k VARCHAR(50) PRIMARY KEY")
     ts.exec_sql(f"DROP TABLE test.{t}")
