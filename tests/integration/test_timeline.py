@@ -391,7 +391,11 @@ def test_paging_oldest_first_sees_every_row_once_under_concurrent_inserts(hs, ma
     writer.start()
     stopped = False
     try:
-        for _ in range(400):   # bounded: 3000 + 3000 rows / 29 per page
+        # Bounded: each turn waits for another insert while the writer runs (3000 at most), then
+        # the pages left (6000 rows / 29). The walk ends at the first empty page, which comes soon
+        # once the reader has caught up, unless the writer adds several rows per turn (found: 400
+        # turns, the former bound, were not enough when it added ~5 per turn).
+        for _ in range(3000 + 6000 // page_size + 10):
             writer.wait_for_more(len(writer.inserted))
             last = int(pages[-1][-1][0])
             page = parse_rows(reader.request(merge_line(1, "M+", groups, page_size, 0, (last,))))
