@@ -107,16 +107,15 @@ class Mc_session final : public Session {
     return names_container(key) && key.find('.') == std::string_view::npos;
   }
   std::string use_container(std::string_view key, const Open_container &oc);
-  /* Looks up keys (all in container oc); appends found, unexpired items in request order. */
-  /* Turns captured rows into items, dropping expired ones. */
+  /* Turns captured rows into items, dropping expired ones (counted in expired_seen_). */
   void decode_items(const Kv_layout &l, const Captured_rows &rows, std::vector<Item> &items);
-  size_t expired_seen_ = 0;  // rows decode_items() skipped as expired
   static uint64_t cas_of(Item &it);  // the item's cas; derived from its content if the row has none
   /* The item's remaining seconds, at least 0, or -1 when it never expires (meta's t flag). */
   static int64_t ttl_of(const Item &it) {
     return it.expiry > 0 ? std::max<int64_t>(it.expiry - int64_t(time(nullptr)), 0) : -1;
   }
   void clear_items();                // items_.clear(), keeping value buffers for the next request
+  /* Looks up keys (all in container oc); appends found, unexpired items in request order. */
   Store_status lookup(Open_container &oc, const std::string_view *keys, size_t n, std::vector<Item> &items);
   Store_status range(Open_container &oc, std::string_view spec, std::vector<Item> &items);
   /* counted: the outcome counts in memcached's per-command figures (not for an internal write). */
@@ -194,6 +193,7 @@ class Mc_session final : public Session {
   uint64_t swallow_ = 0;  // bytes of a refused request's data still to skip
   std::vector<Item> items_;
   std::vector<std::string> spare_values_;  // value buffers of earlier items, reused
+  size_t expired_seen_ = 0;  // rows decode_items() skipped as expired
   Captured_rows capture_;                  // rows of the current lookup, reused
   std::vector<Open_container *> owners_;   // exec_get: the container of each item
   std::string config_error_;  // backs Store_status::message for configuration errors
