@@ -77,16 +77,39 @@ def _no_reply(conn: h.HSConn, wait: float) -> bool:
 
 
 def test_overlap_is_on_by_default_and_used_for_innodb_writes(srv):
+    """A batch's commit goes to the commit thread while another connection of the worker could be
+    served meanwhile (here an idle reader)."""
     assert h.variable(srv, "tablesocket_commit_overlap") == "1"
     t = _table(srv, "ov_default")
     before = h.status(srv)["tablesocket_commits_overlapped"]
+    w = h.hs_open(srv.hs_port_wr, t, "k,v")
+    idle = h.hs_open(srv.hs_port, t, "k,v")
+    try:
+        for k in range(1001, 1011):
+            assert w.request(f"1\t+\t2\t{k}\tnew{k}\n") == b"0\t1\n"
+    finally:
+        w.close()
+        idle.close()
+    assert h.status(srv)["tablesocket_commits_overlapped"] - before >= 10
+    assert srv.sql(f"SELECT COUNT(*) FROM {t} WHERE k > 1000") == [("10",)]
+
+
+def test_a_commit_every_connection_of_the_worker_waits_for_is_not_handed_off(srv):
+    """When every connection of the worker wrote in the batch (a lone writer, say), nobody could run
+    while the commit thread commits it: the worker commits it itself, saving two thread switches
+    per write (a lone depth-1 writer: 3.25 context switches per row before, 1 after, as
+    HandlerSocket; 5.5-7k updates/s before, 9-10k after, on par with HandlerSocket)."""
+    t = _table(srv, "ov_alone")
+    before = h.status(srv)
     w = h.hs_open(srv.hs_port_wr, t, "k,v")
     try:
         for k in range(1001, 1011):
             assert w.request(f"1\t+\t2\t{k}\tnew{k}\n") == b"0\t1\n"
     finally:
         w.close()
-    assert h.status(srv)["tablesocket_commits_overlapped"] - before >= 10
+    after = h.status(srv)
+    assert after["tablesocket_commits_overlapped"] == before["tablesocket_commits_overlapped"]
+    assert after["tablesocket_batches"] - before["tablesocket_batches"] >= 10
     assert srv.sql(f"SELECT COUNT(*) FROM {t} WHERE k > 1000") == [("10",)]
 
 
