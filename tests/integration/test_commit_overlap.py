@@ -76,6 +76,12 @@ def _no_reply(conn: h.HSConn, wait: float) -> bool:
     return not conn.recv_all(wait)
 
 
+def _insert_ten(w) -> None:
+    """Inserts keys 1001-1010 through w (index 1: k,v), one at a time, each answered."""
+    for k in range(1001, 1011):
+        assert w.request(f"1\t+\t2\t{k}\tnew{k}\n") == b"0\t1\n"
+
+
 def test_overlap_is_on_by_default_and_used_for_innodb_writes(srv):
     """A batch's commit goes to the commit thread while another connection of the worker could be
     served meanwhile (here an idle reader)."""
@@ -85,8 +91,7 @@ def test_overlap_is_on_by_default_and_used_for_innodb_writes(srv):
     w = h.hs_open(srv.hs_port_wr, t, "k,v")
     idle = h.hs_open(srv.hs_port, t, "k,v")
     try:
-        for k in range(1001, 1011):
-            assert w.request(f"1\t+\t2\t{k}\tnew{k}\n") == b"0\t1\n"
+        _insert_ten(w)
     finally:
         w.close()
         idle.close()
@@ -103,8 +108,7 @@ def test_a_commit_every_connection_of_the_worker_waits_for_is_not_handed_off(srv
     before = h.status(srv)
     w = h.hs_open(srv.hs_port_wr, t, "k,v")
     try:
-        for k in range(1001, 1011):
-            assert w.request(f"1\t+\t2\t{k}\tnew{k}\n") == b"0\t1\n"
+        _insert_ten(w)
     finally:
         w.close()
     after = h.status(srv)
