@@ -325,15 +325,16 @@ static size_t row_cells(const Kv_layout &l) {
   return 1 + l.nvalues + (l.flags >= 0) + (l.cas >= 0) + (l.expiry >= 0);
 }
 
-void Mc_session::decode_items(const Kv_layout &l, const Captured_rows &rows, std::vector<Item> &items) {
+size_t Mc_session::decode_items(const Kv_layout &l, const Captured_rows &rows, std::vector<Item> &items) {
   const size_t nc = row_cells(l);
+  size_t expired = 0;
   const int64_t now = l.expiry >= 0 ? int64_t(time(nullptr)) : 0;
   for (size_t r = 0; r + nc <= rows.ncells(); r += nc) {
     int64_t expiry = 0;
     if (l.expiry >= 0 && !rows.is_null(r + size_t(l.expiry))) {
       expiry = to_i64(rows.cell(r + size_t(l.expiry)));
       if (expiry > 0 && expiry <= now) {  // expired: a miss
-        ++expired_seen_;
+        ++expired;
         continue;
       }
     }
@@ -355,6 +356,7 @@ void Mc_session::decode_items(const Kv_layout &l, const Captured_rows &rows, std
     /* 0: no cas column, or a row SQL wrote; cas_of() derives one from the content when asked. */
     it.cas = l.cas >= 0 ? to_u64(rows.cell(r + size_t(l.cas))) : 0;
   }
+  return expired;
 }
 
 uint64_t Mc_session::cas_of(Item &it) {
@@ -399,9 +401,8 @@ Store_status Mc_session::lookup(Open_container &oc, const std::string_view *keys
   capture_.clear();
   Store_status st = store_.find(oc.idx, fr, capture_);
   if (!st.ok()) return st;
-  expired_seen_ = 0;
-  decode_items(oc.def.layout, capture_, items);
-  if (expired_seen_) counters_.add(counters_.mc_get_expired, expired_seen_);  // a range's do not count
+  if (size_t expired = decode_items(oc.def.layout, capture_, items))
+    counters_.add(counters_.mc_get_expired, expired);  // a range's do not count
   return {};
 }
 
@@ -482,7 +483,7 @@ Store_status Mc_session::write(Open_container &oc, Kv_request &kr, Kv_result *re
   if (st.ok()) {
     if (!store_.write_committed()) wrote_in_batch = true;  // its reply waits for the batch's commit
     if (counted) count_outcome(kr.op, res->outcome);
-    if (res->outcome == Kv_outcome::stored && kr.op <= Kv_op::cas) counters_.add(counters_.mc_total_items);
+    if (res->outcome == Kv_outcome::stored && stores_item(kr.op)) counters_.add(counters_.mc_total_items);
     /* A new value (or none) ends the item's stale/win state; a touch does not, nor a write that
        changed nothing (an add of an existing item, a cas that did not match, incr of a
        non-number, ...). */

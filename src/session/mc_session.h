@@ -107,8 +107,8 @@ class Mc_session final : public Session {
     return names_container(key) && key.find('.') == std::string_view::npos;
   }
   std::string use_container(std::string_view key, const Open_container &oc);
-  /* Turns captured rows into items, dropping expired ones (counted in expired_seen_). */
-  void decode_items(const Kv_layout &l, const Captured_rows &rows, std::vector<Item> &items);
+  /* Turns captured rows into items, dropping expired ones; returns how many it dropped. */
+  size_t decode_items(const Kv_layout &l, const Captured_rows &rows, std::vector<Item> &items);
   static uint64_t cas_of(Item &it);  // the item's cas; derived from its content if the row has none
   /* The item's remaining seconds, at least 0, or -1 when it never expires (meta's t flag). */
   static int64_t ttl_of(const Item &it) {
@@ -193,7 +193,6 @@ class Mc_session final : public Session {
   uint64_t swallow_ = 0;  // bytes of a refused request's data still to skip
   std::vector<Item> items_;
   std::vector<std::string> spare_values_;  // value buffers of earlier items, reused
-  size_t expired_seen_ = 0;  // rows decode_items() skipped as expired
   Captured_rows capture_;                  // rows of the current lookup, reused
   std::vector<Open_container *> owners_;   // exec_get: the container of each item
   std::string config_error_;  // backs Store_status::message for configuration errors

@@ -198,6 +198,8 @@ struct Kv_layout {
 /* invalidate (memcached's md I): the row stays, with a new CAS (the cas column; a container without
    one keeps its content hash) and, with set_expiry, a new expiry. */
 enum class Kv_op : uint8_t { set, add, replace, append, prepend, cas, incr, decr, touch, remove, invalidate };
+/* set .. cas: the request gives the item's data (memcached's store commands). */
+constexpr bool stores_item(Kv_op op) { return op <= Kv_op::cas; }
 
 struct Kv_request {
   Kv_op op = Kv_op::set;
