@@ -11,6 +11,13 @@ inline uint64_t monotonic_ms() {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
 }
+/* The same clock read at the kernel tick's resolution (a few ms): cheaper, for per-request checks
+   of intervals of a second or so. Do not compare with monotonic_ms(): it may lag it by a tick. */
+inline uint64_t coarse_monotonic_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
+}
 inline uint64_t monotonic_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -279,7 +279,8 @@ std::string Mc_session::use_container(std::string_view key, const Open_container
 }
 
 Mc_session::Open_container *Mc_session::resolve(std::string_view key, std::string_view *row_key, Store_status *st) {
-  *st = containers_.refresh(store_, cfg_.mc_config_schema, monotonic_ms());
+  /* Every request asks; the table is reread once a second: the coarse clock is enough. */
+  *st = containers_.refresh(store_, cfg_.mc_config_schema, coarse_monotonic_ms());
   if (!st->ok() && !containers_.loaded()) {
     if (st->errc == Store_errc::table_open_failed || st->errc == Store_errc::column_not_found) {
       config_error_ = "no memcached configuration: load sql/memcached_schema.sql (containers table in " +

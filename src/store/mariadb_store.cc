@@ -32,6 +32,16 @@ std::string slot_key(std::string_view db, std::string_view table) {
   return k;
 }
 
+/* An optional sign and decimal digits, nothing else: what an integer column stores as written
+   (or, out of its range, with a warning). */
+bool is_integer_literal(const Datum &v) {
+  size_t i = v.len && (v.ptr[0] == '-' || v.ptr[0] == '+') ? 1 : 0;
+  if (i == v.len) return false;
+  for (; i < v.len; ++i)
+    if (v.ptr[i] < '0' || v.ptr[i] > '9') return false;
+  return true;
+}
+
 /* Identifier comparison as SQL does it for column and index names (ASCII case-insensitive). */
 bool names_equal(const char *a, size_t alen, std::string_view b) {
   if (alen != b.size()) return false;
@@ -1052,8 +1062,9 @@ void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_
       const ulong before = da->warn_count();
       f->store(v.ptr, v.len, client_cs_);
       if (da->warn_count() != before) loss = std::max(loss, key_loss(f, before));
-      if (whole_values && loss == Key_loss::none && rounds_silently(f)) {
-        /* An integer column takes '1.5' as 2 without a word: compare the numbers. */
+      if (whole_values && loss == Key_loss::none && rounds_silently(f) && !is_integer_literal(v)) {
+        /* An integer column takes '1.5' as 2 without a word: compare the numbers. (Digits alone
+           are stored exactly or with a warning: nothing to compare.) */
         int err = 0;
         char *end = const_cast<char *>(v.ptr) + v.len;
         const double want = client_cs_->cset->strntod(const_cast<CHARSET_INFO *>(client_cs_),
