@@ -1180,13 +1180,15 @@ void Mariadb_store::emit_row(TABLE *t, const Open_index &idx, Row_sink &sink) {
         ++reads_of_written_;
     }
   }
-  String buf(val_buf_, sizeof(val_buf_), &my_charset_bin);
   for (uint16_t fn : idx.columns_) {
     Field *f = t->field[fn];
     if (f->is_null()) {
       sink.null();
       continue;
     }
+    /* A fresh String per column: a string column's val_str() points it into the record, and the
+       next column's conversion (a DATETIME's text) would then allocate one for every row. */
+    String buf(val_buf_, sizeof(val_buf_), &my_charset_bin);
     String *s = f->val_str(&buf, &buf);
     if (!s) {
       sink.null();

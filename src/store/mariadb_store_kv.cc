@@ -35,11 +35,11 @@ bool parse_counter_value(std::string_view s, uint64_t *out) {
 
 std::string Mariadb_store::kv_current_value(TABLE *t, const Open_index &idx, const Kv_layout &layout) {
   std::string v;
-  String buf(val_buf_, sizeof(val_buf_), &my_charset_bin);
   for (uint32_t i = 1; i <= layout.nvalues; ++i) {
     if (i > 1) v += layout.separator;
     Field *f = t->field[idx.columns_[i]];
     if (f->is_null()) continue;
+    String buf(val_buf_, sizeof(val_buf_), &my_charset_bin);  // per column, as in emit_row()
     if (String *s = f->val_str(&buf, &buf)) v.append(s->ptr(), s->length());
   }
   return v;
