@@ -97,6 +97,8 @@ class Tls_conn {
   void describe(Peer &peer) const;
   /* Sends close_notify once, without waiting for the peer's (best effort; never blocks). */
   void shutdown();
+  /* A fatal error happened (reset, protocol error): nothing more can be read or written. */
+  bool failed() const { return failed_; }
   /* Why the last call returned error ("" when unknown): OpenSSL's reason or the socket error. */
   const std::string &error_text() const { return error_; }
 

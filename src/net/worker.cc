@@ -391,8 +391,9 @@ void Worker::peer_reset(Connection &c) {
   }
   /* A request waiting for a lock goes on waiting and then runs, with what came after it, as after
      a plain close (and as SQL's statement waiting for a row lock runs when its client is gone):
-     whether a client's writes happen must not depend on the moment its reset arrived. */
-  if (!c.session || c.tls) {
+     whether a client's writes happen must not depend on the moment its reset arrived. The same
+     over TLS once the handshake is done: what it sent before, decrypted, runs. */
+  if (!c.session || (c.transport != Transport::plain && c.transport != Transport::tls)) {
     close_connection(c);
     return;
   }
@@ -404,13 +405,25 @@ void Worker::peer_reset(Connection &c) {
   /* What the kernel received before the reset is still there to read, beyond what the input
      buffer holds (a pipeline of megabytes): it is read as the session consumes its input
      (serve()), and runs as if the client had closed after sending it. */
-  if (!c.read_closed) read_plain(c);
+  read_after_reset(c);
   if (c.dead) return;
   if (c.in.empty() && c.read_closed) {
     close_connection(c);
     return;
   }
   mark_pending(c);
+}
+
+void Worker::read_after_reset(Connection &c) {
+  if (c.read_closed || c.dead) return;
+  if (c.tls && c.tls->failed()) {
+    c.read_closed = true;  // OpenSSL read up to the reset (a partial record at the end is lost)
+    mark_pending(c);
+  } else if (c.tls) {
+    read_tls(c);
+  } else {
+    read_plain(c);
+  }
 }
 
 void Worker::read_input_unsettled(Connection &c) {
@@ -537,10 +550,15 @@ void Worker::read_tls(Connection &c) {
       counters_.add(counters_.bytes_received, got);
       continue;
     }
-    if (st == Tls_status::want_read) break;
+    if (st == Tls_status::want_read) {
+      if (c.peer_gone) c.read_closed = true;  // as read_plain: nothing more comes after a reset
+      break;
+    }
     if (st == Tls_status::want_write) { c.tls_wants_write = true; break; }
-    if (st == Tls_status::eof) { c.read_closed = true; break; }
-    close_connection(c);
+    if (st == Tls_status::eof || c.peer_gone) { c.read_closed = true; break; }
+    /* A reset (or a broken record): the records decrypted before it still run, as a plaintext
+       connection's requests do after its reset. */
+    peer_reset(c);
     return;
   }
   if (!c.in.empty() || c.read_closed) mark_pending(c);
@@ -606,6 +624,10 @@ bool Worker::send_tls(Connection &c) {
   /* Partial writes are on, and the buffer may move between retries (it only grows at the end and
      is consumed from the front after a successful write, so a retry starts with the same bytes). */
   c.tls_write_wants_read = false;
+  if (c.peer_gone) {
+    c.out.clear();
+    return true;
+  }
   while (!c.out.empty()) {
     size_t put = 0;
     switch (c.tls->write(c.out.data(), c.out.size(), &put)) {
@@ -617,7 +639,7 @@ bool Worker::send_tls(Connection &c) {
       case Tls_status::want_write: return true;
       case Tls_status::want_read: c.tls_write_wants_read = true; return true;
       case Tls_status::eof:
-      case Tls_status::error: close_connection(c); return false;
+      case Tls_status::error: peer_reset(c); return !c.dead;
     }
   }
   return true;
@@ -1027,9 +1049,16 @@ void Worker::serve(Store &store) {
           if (c.dead) continue;
         }
         if (c.transport == Transport::tls_handshake) {
-          tls_handshake_failed(c, socket_error(c.fd.get()));
-        } else if (c.transport == Transport::plain && !c.tls && c.session) {
-          read_plain(c);  // what arrived before the reset is still there to read (none while parked)
+          /* The client's last handshake message (and requests after it) may have come before its
+             reset: finish with them if they did; the connection then goes on as a reset one. */
+          const std::string why = socket_error(c.fd.get());
+          continue_handshake(c);
+          if (!c.dead && c.transport == Transport::tls_handshake) tls_handshake_failed(c, why);
+          if (c.dead) continue;
+        }
+        if ((c.transport == Transport::plain || c.transport == Transport::tls) && c.session) {
+          /* What arrived before the reset is still there to read (none while parked). */
+          if (c.transport == Transport::tls) read_tls(c); else read_plain(c);
           if (!c.dead && !c.peer_gone) peer_reset(c);
         } else {
           close_connection(c);
@@ -1088,7 +1117,7 @@ void Worker::serve(Store &store) {
         Session_outcome o = c->session->run(c->in, c->out, cfg_.max_requests_per_batch);
         store.set_requester(nullptr);
         if (c->in.size() != in_before && !c->session->mid_request()) c->request_since_ms = now_ms_;  // the next request begins
-        if (c->peer_gone && !c->read_closed && !c->dead) read_plain(*c);  // the rest of what it sent before its reset
+        if (c->peer_gone && !c->read_closed && !c->dead) read_after_reset(*c);  // the rest of what it sent before its reset
         if (counters_.requests() != requests_before) {
           const bool wrote = c->session->wrote_in_batch && !wrote_before;
           if (wrote) c->depth1 = counters_.requests() - requests_before == 1 && c->in.empty();

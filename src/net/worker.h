@@ -135,10 +135,13 @@ class Worker {
   void unmark_pending(Connection &c);  // takes c off the pending list
   size_t input_cap() const;
   void close_connection(Connection &c);
-  /* A plaintext peer reset the connection (or a send to it failed): what it sent before still runs,
-     as after its EOF (memcached's noreply writes, a pipeline's tail), with the replies discarded;
-     closed once that input is used up. Nothing buffered: closed now. */
+  /* The peer reset the connection (or a send to it failed; over TLS, also a broken record): what
+     it sent before still runs, as after its EOF (memcached's noreply writes, a pipeline's tail),
+     with the replies discarded; closed once that input is used up. Nothing buffered: closed now.
+     A TLS handshake that has not finished is closed. */
   void peer_reset(Connection &c);
+  /* Reads, after the reset, what the kernel (or OpenSSL) still holds of what the peer sent. */
+  void read_after_reset(Connection &c);
   /* After its batch (or the commit it waited for): flush, close if finished, read what waited. */
   void settle(Connection &c);
   /* Ends the store's batch (hands its commit off, or commits it) unless it wrote and the previous

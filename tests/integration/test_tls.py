@@ -27,6 +27,7 @@ import os
 import shutil
 import socket
 import ssl
+import struct
 import subprocess
 import sys
 import threading
@@ -346,6 +347,82 @@ def test_a_tls_error_close_sends_the_reply_then_closes(tls_srv, certs):
         c.send(b"x" * (4 * 1024 * 1024 + 100))
         assert c.recv_line(timeout=10) == b"2\t1\ttoolong\n"
         assert c.is_closed_by_peer(5)
+
+
+def test_writes_sent_over_tls_before_a_reset_run_once_the_row_lock_is_released(tls_srv, certs):
+    """As over plaintext (test_lock_containment): a TLS client pipelines an update of a row SQL
+    holds locked and 20 inserts behind it, then resets its connection (SO_LINGER 0, no
+    close_notify) while the update waits. The connection is not closed at the reset: once SQL
+    commits, all 21 run, and then it is closed. Before, a TLS connection was closed at its reset
+    with every request it had sent unrun, where a plaintext one ran them."""
+    s = tls_srv
+    s.exec_sql("CREATE TABLE IF NOT EXISTS tls_reset (k INT PRIMARY KEY, v VARCHAR(32)) ENGINE=InnoDB")
+    s.exec_sql("DELETE FROM tls_reset")
+    s.exec_sql("INSERT INTO tls_reset VALUES (1, 'v1')")
+    sql = h.sql_conn(s, autocommit=False)
+    c = tls_hs(s.hs_port_wr, client_context(certs))
+    try:
+        assert c.request("P\t1\ttest\ttls_reset\tPRIMARY\tk,v\n") == b"0\t1\n"
+        with sql.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute("SELECT * FROM tls_reset WHERE k = 1 FOR UPDATE")
+        c.send("1\t=\t1\t1\t1\t0\tU\t1\tafter reset\n" +
+               "".join(f"1\t+\t2\t{k}\tnew{k}\n" for k in range(1001, 1021)))
+        time.sleep(0.3)
+        assert s.sql("SELECT COUNT(*) FROM tls_reset") == [("1",)]  # the update waits, the inserts behind it
+        conns = h.status(s)["tablesocket_connections"]
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.close()
+        time.sleep(0.3)  # the worker sees the reset while the update waits
+        assert h.status(s)["tablesocket_connections"] == conns, "the waiting TLS connection was closed at its reset"
+        sql.commit()
+        deadline = time.monotonic() + 5
+        while True:
+            rows = s.sql("SELECT (SELECT v FROM tls_reset WHERE k = 1), (SELECT COUNT(*) FROM tls_reset WHERE k > 1000)")
+            if rows == [("after reset", "20")] or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert rows == [("after reset", "20")], rows
+        deadline = time.monotonic() + 5
+        while h.status(s)["tablesocket_connections"] != conns - 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert h.status(s)["tablesocket_connections"] == conns - 1  # and then it is closed
+    finally:
+        c.close()
+        sql.rollback()
+        sql.close()
+
+
+def test_memcached_noreply_sets_sent_right_after_the_handshake_then_a_reset_are_all_stored(tls_srv, certs):
+    """30 clients each finish the handshake, send 50 noreply sets in one write and reset at once
+    (SO_LINGER 0). The reset often reaches the server while it is still finishing the handshake
+    (its session tickets then meet the reset) or before it has read the client's last handshake
+    message: it finishes with what came before the reset, and the sets run, as a plaintext
+    client's do. Before, most such connections were closed with their sets unrun (14 of 20 in a
+    manual run)."""
+    s = tls_srv
+    with tls_mc(s.mc_port, client_context(certs)) as c:
+        _wait_mc_ready(c)
+    s.exec_sql("DELETE FROM test.kv WHERE k LIKE 'tlsrst:%'")
+    failures_before = h.status(s)["tablesocket_tls_handshake_failures"]
+    ctx = client_context(certs, cert=None)
+    for n in range(30):
+        raw = socket.create_connection((LOOPBACK, s.mc_port), timeout=10)
+        # Without it Nagle holds the sets until the Finished message is acknowledged, and the
+        # reset then discards them in the client's own kernel: they never leave it.
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = ctx.wrap_socket(raw, server_hostname=LOOPBACK)
+        sock.sendall(b"".join(b"set tlsrst:%d:%d 0 0 5 noreply\r\nvalue\r\n" % (n, i) for i in range(50)))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+    deadline = time.monotonic() + 5
+    while True:
+        stored = int(s.sql("SELECT COUNT(*) FROM test.kv WHERE k LIKE 'tlsrst:%'")[0][0])
+        if stored == 1500 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert stored == 1500
+    assert h.status(s)["tablesocket_tls_handshake_failures"] == failures_before
 
 
 def test_one_mib_values_both_ways_over_tls(tls_srv, certs):
