@@ -34,6 +34,10 @@ constexpr uint64_t kTlsLogIntervalMs = 60000;
    executed while the commit's fsync runs. */
 constexpr uint64_t kReadsQuietMs = 10;
 constexpr size_t kInlineWriters = 16;
+/* A connection that ran no request for kActiveMs is idle (a pooled connection nobody uses): a
+   batch whose depth-1 writers are all the worker's other connections are idle is committed by the
+   worker itself, as if those were not there. */
+constexpr uint64_t kActiveMs = 100;
 /* A batch that kInlineWriters or more connections wrote in is ended (committed inline or handed
    off) only once a loop adds no writer to it, for up to kExtendLoops loops whose polls do not
    wait: writes that arrived while it ran (clients answered by the last commit are still sending
@@ -731,6 +735,7 @@ void Worker::reap_dead() {
                        batch_writers_.end());
   write_waiters_.erase(std::remove_if(write_waiters_.begin(), write_waiters_.end(), [](Connection *c) { return c->dead; }),
                        write_waiters_.end());
+  active_.erase(std::remove_if(active_.begin(), active_.end(), [](Connection *c) { return c->dead; }), active_.end());
   conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const std::unique_ptr<Connection> &c) { return c->dead; }),
                conns_.end());
 }
@@ -967,15 +972,32 @@ uint64_t Worker::rejoin_wait_ns() const {
   return since < wait ? wait - since : 0;
 }
 
-bool Worker::commit_inline_wanted() const {
+bool Worker::others_active() {
+  if (now_ms_ - active_pruned_ms_ >= kActiveMs / 4) {
+    active_pruned_ms_ = now_ms_;
+    active_.erase(std::remove_if(active_.begin(), active_.end(),
+                                 [&](Connection *c) {
+                                   if (now_ms_ - c->last_request_ms <= kActiveMs) return false;
+                                   c->active = false;
+                                   return true;
+                                 }),
+                  active_.end());
+  }
+  /* (A writer of the batch may have run its write long ago: waiting for the commit before.) */
+  return std::any_of(active_.begin(), active_.end(), [](const Connection *c) { return !c->batch_writer && !c->dead; });
+}
+
+bool Worker::commit_inline_wanted() {
   if (batch_writers_.empty()) return false;
-  /* Every connection of this worker is a depth-1 writer waiting for this commit: handed off, it
+  /* Every connection of this worker is a depth-1 writer waiting for this commit, or idle (no
+     request for kActiveMs: a pool's spare connections, which disabled this before): handed off, it
      would let nobody run meanwhile, and cost each write two thread switches (a lone writer: 3.25
      context switches per row, HandlerSocket's inline commit 1; 1x1 to 8x1 updates +20-40% rows/s,
      with or without the binary log). Pipelining writers keep the hand-off (measured before: their
      next writes fill the next batch, and inline commits lost 16-28% at 4x64). */
-  if (int64_t(batch_writers_.size()) >= counters_.connections.load(std::memory_order_relaxed) &&
-      std::all_of(batch_writers_.begin(), batch_writers_.end(), [](const Connection *c) { return c->depth1; }))
+  if (std::all_of(batch_writers_.begin(), batch_writers_.end(), [](const Connection *c) { return c->depth1; }) &&
+      (int64_t(batch_writers_.size()) >= counters_.connections.load(std::memory_order_relaxed) ||
+       !others_active()))
     return true;
   return now_ms_ - last_read_ms_ > kReadsQuietMs && batch_writers_.size() >= kInlineWriters;
 }
@@ -1119,6 +1141,11 @@ void Worker::serve(Store &store) {
         if (c->in.size() != in_before && !c->session->mid_request()) c->request_since_ms = now_ms_;  // the next request begins
         if (c->peer_gone && !c->read_closed && !c->dead) read_after_reset(*c);  // the rest of what it sent before its reset
         if (counters_.requests() != requests_before) {
+          c->last_request_ms = now_ms_;
+          if (!c->active) {
+            c->active = true;
+            active_.push_back(c);
+          }
           const bool wrote = c->session->wrote_in_batch && !wrote_before;
           if (wrote) c->depth1 = counters_.requests() - requests_before == 1 && c->in.empty();
           came_back(*c);

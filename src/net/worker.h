@@ -69,6 +69,8 @@ struct Connection {
      closes the connection, however often its bytes trickle in. */
   uint64_t request_since_ms = 0;
   uint64_t kernel_queued = 0;  // bytes in the socket's send queue when the idle check last looked
+  uint64_t last_request_ms = 0;  // when a request of it last ran
+  bool active = false;         // in Worker::active_ (ran a request within about kActiveMs)
   uint64_t id = 0;             // the server's connection number
 };
 
@@ -150,7 +152,7 @@ class Worker {
   void end_batch(bool force);
   /* The batch, if it wrote, would be committed by the worker itself (Store::end_batch's
      nobody_waiting): many depth-1 writers and no reader about. */
-  bool commit_inline_wanted() const;
+  bool commit_inline_wanted();
   /* It is worth keeping the open batch open for one more loop (which polls without waiting):
      many depth-1 writers wrote in it, and more joined it in this loop (joined). */
   bool extend_batch(bool joined) const;
@@ -220,6 +222,11 @@ class Worker {
      commit is handed off so they are served during its fsync; without them the worker commits
      itself (Store::end_batch's nobody_waiting). */
   uint64_t last_read_ms_ = 0;
+  /* Connections that ran a request lately (pruned every kActiveMs / 4 of those idle for longer
+     than kActiveMs): a pool's idle connections are not among them. */
+  std::vector<Connection *> active_;
+  uint64_t active_pruned_ms_ = 0;
+  bool others_active();  // a connection not writing in the open batch ran a request lately
   /* Loops the open batch has been kept open for writes that arrived while it ran (see
      kExtendLoops in worker.cc); 0 when it is not being extended. */
   unsigned extend_loops_ = 0;

@@ -76,25 +76,28 @@ def _no_reply(conn: h.HSConn, wait: float) -> bool:
     return not conn.recv_all(wait)
 
 
-def _insert_ten(w) -> None:
-    """Inserts keys 1001-1010 through w (index 1: k,v), one at a time, each answered."""
+def _insert_ten(w, reader=None) -> None:
+    """Inserts keys 1001-1010 through w (index 1: k,v), one at a time, each answered; a reader
+    (index 1: k,v of the same table) reads row 1 before each."""
     for k in range(1001, 1011):
+        if reader:
+            assert reader.request("1\t=\t1\t1\n") == b"0\t2\t1\tv1\n"
         assert w.request(f"1\t+\t2\t{k}\tnew{k}\n") == b"0\t1\n"
 
 
 def test_overlap_is_on_by_default_and_used_for_innodb_writes(srv):
     """A batch's commit goes to the commit thread while another connection of the worker could be
-    served meanwhile (here an idle reader)."""
+    served meanwhile (here a reader that reads between the writes)."""
     assert h.variable(srv, "tablesocket_commit_overlap") == "1"
     t = _table(srv, "ov_default")
     before = h.status(srv)["tablesocket_commits_overlapped"]
     w = h.hs_open(srv.hs_port_wr, t, "k,v")
-    idle = h.hs_open(srv.hs_port, t, "k,v")
+    reader = h.hs_open(srv.hs_port, t, "k,v")
     try:
-        _insert_ten(w)
+        _insert_ten(w, reader)
     finally:
         w.close()
-        idle.close()
+        reader.close()
     assert h.status(srv)["tablesocket_commits_overlapped"] - before >= 10
     assert srv.sql(f"SELECT COUNT(*) FROM {t} WHERE k > 1000") == [("10",)]
 
@@ -115,6 +118,32 @@ def test_a_commit_every_connection_of_the_worker_waits_for_is_not_handed_off(srv
     assert after["tablesocket_commits_overlapped"] == before["tablesocket_commits_overlapped"]
     assert after["tablesocket_batches"] - before["tablesocket_batches"] >= 10
     assert srv.sql(f"SELECT COUNT(*) FROM {t} WHERE k > 1000") == [("10",)]
+
+
+def test_idle_pooled_connections_do_not_keep_a_lone_writers_commits_handed_off(srv):
+    """Ten pooled connections that opened their index and then sat idle (no request for more than
+    100 ms) are not connections that could run during the commit: a lone writer's commits are the
+    worker's own, as with no other connection (before, any connection on the worker kept every
+    commit on the commit thread: two thread switches per write). A reader that reads between the
+    writes still gets them handed off (test_overlap_is_on_by_default...)."""
+    t = _table(srv, "ov_pool")
+    pool = [h.hs_open(srv.hs_port_wr if i % 2 else srv.hs_port, t, "k,v") for i in range(10)]
+    w = h.hs_open(srv.hs_port_wr, t, "k,v")
+    try:
+        time.sleep(0.3)  # the pool is idle from now on
+        before = h.status(srv)
+        _insert_ten(w)
+        after = h.status(srv)
+        assert after["tablesocket_commits_overlapped"] == before["tablesocket_commits_overlapped"]
+        assert after["tablesocket_batches"] - before["tablesocket_batches"] >= 10
+        # the pool is still served: a read, then a write, on pooled connections
+        assert pool[0].request("1\t=\t1\t1001\n") == b"0\t2\t1001\tnew1001\n"
+        assert pool[1].request("1\t+\t2\t1011\tnew1011\n") == b"0\t1\n"
+    finally:
+        w.close()
+        for c in pool:
+            c.close()
+    assert srv.sql(f"SELECT COUNT(*) FROM {t} WHERE k > 1000") == [("11",)]
 
 
 def test_the_worker_serves_others_while_a_commit_waits(srv):
