@@ -269,8 +269,10 @@ Mc_session::Exec Mc_session::bin_store(const Bin_request &rq, Byte_buffer &out) 
       return Exec::done;
     case Kv_outcome::exists: mc::encode_bin_error(out, rq, Bin_status::key_eexists); return Exec::done;
     case Kv_outcome::too_large:
+      /* memcached 1.6: an append or prepend whose result would be too large is "Not stored." (the
+         chunk alone too large was refused as "Too large." before it was read). */
       counters_.add(counters_.mc_store_too_large);
-      mc::encode_bin_error(out, rq, Bin_status::e2big);
+      mc::encode_bin_error(out, rq, concat ? Bin_status::not_stored : Bin_status::e2big);
       return Exec::done;
     default: mc::encode_bin_error(out, rq, Bin_status::key_enoent); return Exec::done;
   }

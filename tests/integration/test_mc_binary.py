@@ -340,6 +340,11 @@ def test_a_too_large_value_is_refused_skipped_and_a_set_drops_the_old_item(bc, k
     c.call(SET, set_extras(), k, b"keep")
     assert c.call(APPEND, key=k, value=big).shape() == err(APPEND, E2BIG, b"Too large.")
     assert c.call(GET, key=k).value == b"keep"
+    # a chunk that fits, whose result would not: "Not stored." (xmemcached throws on "Too large.")
+    c.call(SET, set_extras(), k, b"y" * 1_000_000)
+    for op in (APPEND, PREPEND):
+        assert c.call(op, key=k, value=b"z" * 100_000).shape() == err(op, NOT_STORED, b"Not stored.")
+    assert c.call(GET, key=k).value == b"y" * 1_000_000
 
 
 @pytest.mark.parametrize("what,data", [

@@ -1683,14 +1683,14 @@ def test_the_max_value_size_option_bounds_values(opts_server):
 @TS_ONLY
 def test_the_max_request_size_option_bounds_multiget_lines(opts_server):
     """A get line may pass memcached's 2048 bytes, up to tablesocket_max_request_size (8 KiB here);
-    longer, the connection is closed, as memcached closes on a line it will not read."""
+    longer, the client is told why (memcached has no such limit) and the connection is closed."""
     with McConn(opts_server.mc_port) as c:
         _wait_ready(c)
         c.request(b"set mk1 0 0 2\r\nv1\r\n", b"STORED\r\n")
         keys = " ".join(f"mk{i}" + "x" * 40 for i in range(2, 170))  # ~7.5 KB
         c.request(f"get mk1 {keys}\r\n", value_reply("mk1", b"v1") + b"END\r\n")
         c.send(f"get mk1 {keys} {keys}\r\n")
-        assert c.closed_by_peer() == b""
+        assert c.closed_by_peer() == b"SERVER_ERROR get line too long (tablesocket_max_request_size)\r\n"
 
 
 @TS_ONLY

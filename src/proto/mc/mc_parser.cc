@@ -29,6 +29,9 @@ const char kBadExptime[] = "CLIENT_ERROR invalid exptime argument";
 const char kBadDelta[] = "CLIENT_ERROR invalid numeric delta argument";
 const char kDeleteUsage[] = "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]";
 const char kLineTooLong[] = "CLIENT_ERROR line too long";
+/* A get line longer than the multiget limit (memcached has none): said before the close, so the
+   client learns why rather than see its connection drop. */
+const char kGetLineTooLong[] = "SERVER_ERROR get line too long (tablesocket_max_request_size)";
 const char kTooManyKeys[] = "SERVER_ERROR out of memory writing get response (more keys than tablesocket_max_tokens)";
 const char kShutdown[] = "ERROR: shutdown not enabled";
 const char kOptsTooLongMg[] = "CLIENT_ERROR options flags are too long";
@@ -585,6 +588,7 @@ Mc_parse_result parse_request(char *buf, size_t len, const Mc_limits &limits, Mc
   }
   if (!nl) {
     if (len <= limit) return need_more();
+    if (limit > limits.max_line) return make_fatal(kGetLineTooLong, true);
     return make_fatal(kLineTooLong, false);
   }
   const size_t line_len = static_cast<size_t>(nl - buf);

@@ -758,12 +758,16 @@ TEST(McParser, OnlyGetAndGetsLinesMayBeLong) {
   }
 }
 
-TEST(McParser, AMultigetLineBeyondItsOwnLimitIsFatal) {
+TEST(McParser, AMultigetLineBeyondItsOwnLimitIsFatalWithAReply) {
+  /* memcached has no such limit: the client is told why its connection closes. */
   Mc_limits limits;
   limits.max_multiget_line = 4096;
   std::string buf = "get " + std::string(4093, 'k');  // 4097 bytes, no LF
   Mc_request rq;
-  EXPECT_EQ(parse(buf, &rq, limits).status, Mc_parse_status::fatal);
+  const Mc_parse_result r = parse(buf, &rq, limits);
+  EXPECT_EQ(r.status, Mc_parse_status::fatal);
+  EXPECT_TRUE(r.reply);
+  EXPECT_STREQ(r.error, "SERVER_ERROR get line too long (tablesocket_max_request_size)");
   buf.pop_back();
   EXPECT_EQ(parse(buf, &rq, limits).status, Mc_parse_status::need_more);
 }
