@@ -24,7 +24,8 @@ struct Config {
   unsigned backlog = 1024;
   unsigned max_connections = 10000;
   unsigned max_connections_per_host = 0;  // TCP connections from one client address; 0 = no limit
-  unsigned idle_timeout_s = 600;        // 0 = never
+  unsigned idle_timeout_s = 600;        // HandlerSocket connections; a request's arrival on any; 0 = never
+  unsigned mc_idle_timeout_s = 0;       // memcached connections (0 = never, as memcached)
   size_t max_request_size = 1 << 20;    // one request line
   unsigned max_tokens = 10000;          // tokens in one request line
   unsigned max_open_indexes = 1000;     // per connection

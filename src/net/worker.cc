@@ -742,9 +742,10 @@ void Worker::reap_dead() {
 
 void Worker::check_idle(uint64_t now) {
   const uint64_t idle_limit = uint64_t(cfg_.idle_timeout_s) * 1000;
+  const uint64_t mc_idle_limit = uint64_t(cfg_.mc_idle_timeout_s) * 1000;
   const uint64_t handshake_limit = uint64_t(cfg_.tls_handshake_timeout_s) * 1000;
   const uint64_t login_limit = cfg_.require_auth ? uint64_t(cfg_.login_timeout_s) * 1000 : 0;
-  if (!idle_limit && !unsettled_ && !login_limit) return;
+  if (!idle_limit && !mc_idle_limit && !unsettled_ && !login_limit) return;
   for (auto &c : conns_) {
     if (c->dead) continue;
     if (c->transport == Transport::tls_handshake) {
@@ -774,8 +775,11 @@ void Worker::check_idle(uint64_t now) {
       close_connection(*c);
       continue;
     }
-    if (!idle_limit || parked(*c) || c->pending || c->commit_wait) continue;
-    if (now - c->last_io_ms > idle_limit) {
+    if (parked(*c) || c->pending || c->commit_wait) continue;
+    /* memcached connections have a limit of their own, none by default: memcached closes none,
+       and its clients' pools reuse a connection idle for hours without checking it first. */
+    const uint64_t quiet_limit = c->port->protocol == Protocol::mc ? mc_idle_limit : idle_limit;
+    if (quiet_limit && now - c->last_io_ms > quiet_limit) {
       /* Replies still in the kernel's send queue that the client reads, slowly, are traffic too:
          while that queue keeps shrinking the connection is not idle (a client reading megabytes
          of replies at a few kB/s gets no EPOLLOUT, and no send, for a long time). */
@@ -792,8 +796,8 @@ void Worker::check_idle(uint64_t now) {
     /* A request still incomplete an idle timeout after it began to arrive (a byte now and then
        keeps last_io fresh): the connection is closed as an idle one is. Not while its replies are
        held back for a client that does not read them (its input then waits for us). */
-    if ((!c->in.empty() || (c->session && c->session->mid_request())) && c->out.size() < cfg_.output_high_water &&
-        now - c->request_since_ms > idle_limit) {
+    if (idle_limit && (!c->in.empty() || (c->session && c->session->mid_request())) &&
+        c->out.size() < cfg_.output_high_water && now - c->request_since_ms > idle_limit) {
       counters_.add(counters_.timeouts);
       close_connection(*c);
     }

@@ -39,7 +39,7 @@ unsigned sv_output_high_water, sv_max_requests_per_batch, sv_max_batch_rows, sv_
 unsigned sv_commit_rejoin_wait;
 unsigned sv_lock_queue_after, sv_lock_queue_sessions;
 char *sv_plain_secret, *sv_plain_secret_wr, *sv_character_set;
-unsigned sv_mc_port, sv_mc_max_range_rows, sv_mc_max_value_size;
+unsigned sv_mc_port, sv_mc_max_range_rows, sv_mc_max_value_size, sv_mc_idle_timeout;
 char *sv_mc_socket, *sv_mc_config_schema;
 my_bool sv_require_auth, sv_allow_cleartext_passwords, sv_require_tls, sv_commit_overlap, sv_galera_writes;
 char *sv_anonymous_account, *sv_ssl_cert, *sv_ssl_key, *sv_ssl_ca, *sv_ssl_capath, *sv_ssl_cipher;
@@ -80,6 +80,12 @@ MYSQL_SYSVAR_UINT(mc_max_value_size, sv_mc_max_value_size, PLUGIN_VAR_READONLY,
                   "Largest memcached item value in bytes (memcached's -I). A larger set is refused "
                   "with SERVER_ERROR object too large for cache before its data is buffered.",
                   nullptr, nullptr, unsigned(kDefaults.mc_max_value_size), 1024, 1U << 30, 0);
+MYSQL_SYSVAR_UINT(mc_idle_timeout, sv_mc_idle_timeout, PLUGIN_VAR_READONLY,
+                  "Seconds a memcached connection may stay idle (no request, no pending reply) before "
+                  "it is closed. 0 (the default): never, as memcached (whose clients keep pooled "
+                  "connections and may not expect them closed). A request that takes longer than "
+                  "tablesocket_idle_timeout to arrive still closes the connection.",
+                  nullptr, nullptr, kDefaults.mc_idle_timeout_s, 0, 31536000, 0);
 MYSQL_SYSVAR_UINT(threads, sv_threads, PLUGIN_VAR_READONLY,
                   "Number of epoll worker threads; each owns its connections, a THD and its open tables. "
                   "0 (the default): one per CPU the server may run on (its CPU affinity mask, so a "
@@ -100,9 +106,10 @@ MYSQL_SYSVAR_UINT(max_connections_per_host, sv_max_connections_per_host, PLUGIN_
                   "connections from this address') and is closed. 0 = no limit.",
                   nullptr, nullptr, kDefaults.max_connections_per_host, 0, 1000000, 0);
 MYSQL_SYSVAR_UINT(idle_timeout, sv_idle_timeout, PLUGIN_VAR_READONLY,
-                  "Seconds a connection may stay idle (no request, no pending reply) before it is "
-                  "closed; also the longest a request may take to arrive once its first byte has (a "
-                  "client trickling a request in a byte at a time is closed too). 0 disables both.",
+                  "Seconds a HandlerSocket connection may stay idle (no request, no pending reply) "
+                  "before it is closed (memcached ones: tablesocket_mc_idle_timeout); also the longest "
+                  "a request may take to arrive once its first byte has, on either protocol (a client "
+                  "trickling a request in a byte at a time is closed too). 0 disables both.",
                   nullptr, nullptr, kDefaults.idle_timeout_s, 0, 31536000, 0);
 MYSQL_SYSVAR_UINT(max_request_size, sv_max_request_size, PLUGIN_VAR_READONLY,
                   "Maximum size in bytes of one request line: a HandlerSocket request, or a memcached "
@@ -302,7 +309,7 @@ MYSQL_SYSVAR_UINT(tls_handshake_timeout, sv_tls_handshake_timeout, PLUGIN_VAR_RE
 struct st_mysql_sys_var *system_variables[] = {
     MYSQL_SYSVAR(address), MYSQL_SYSVAR(hs_port), MYSQL_SYSVAR(hs_port_wr), MYSQL_SYSVAR(mc_port),
     MYSQL_SYSVAR(mc_socket), MYSQL_SYSVAR(mc_config_schema), MYSQL_SYSVAR(mc_max_range_rows),
-    MYSQL_SYSVAR(mc_max_value_size), MYSQL_SYSVAR(threads),
+    MYSQL_SYSVAR(mc_max_value_size), MYSQL_SYSVAR(mc_idle_timeout), MYSQL_SYSVAR(threads),
     MYSQL_SYSVAR(backlog), MYSQL_SYSVAR(max_connections), MYSQL_SYSVAR(max_connections_per_host), MYSQL_SYSVAR(idle_timeout),
     MYSQL_SYSVAR(max_request_size), MYSQL_SYSVAR(max_tokens), MYSQL_SYSVAR(max_open_indexes),
     MYSQL_SYSVAR(max_output_buffer), MYSQL_SYSVAR(output_high_water),
@@ -370,6 +377,7 @@ Config config_from_sysvars() {
   c.mc_config_schema = sv_mc_config_schema && *sv_mc_config_schema ? sv_mc_config_schema : "innodb_memcache";
   c.mc_max_range_rows = sv_mc_max_range_rows;
   c.mc_max_value_size = sv_mc_max_value_size;
+  c.mc_idle_timeout_s = sv_mc_idle_timeout;
   if (sv_threads == 0) sv_threads = tablesocket::default_worker_threads();
   c.threads = sv_threads;
   c.backlog = sv_backlog;

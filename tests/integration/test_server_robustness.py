@@ -24,6 +24,7 @@ import random
 import selectors
 import socket
 import struct
+import subprocess
 import fcntl
 import termios
 import threading
@@ -981,6 +982,42 @@ def test_a_waiting_lock_tables_read_is_not_starved_by_two_workers(request):
                 th.join(60)
         assert not errors, errors[:5]
         assert worst["lock"] < 3.0 and worst["read"] < 3.0, worst
+
+
+@pytest.mark.parametrize("mc_idle", [0, 1], ids=["mc-never", "mc-1s"])
+def test_memcached_connections_have_their_own_idle_timeout_never_by_default(request, mc_idle):
+    """memcached closes no idle connection, and its clients' pools reuse one idle for hours
+    without checking it (gomemcache's next request then failed with EOF after 10 idle minutes):
+    tablesocket_mc_idle_timeout, 0 by default, is theirs; tablesocket_idle_timeout stays the
+    HandlerSocket ports' and, on every port, the longest a request may take to arrive. Every
+    TCP connection has keepalive (inherited from its listener), so a vanished peer is found."""
+    args = ["--tablesocket-idle-timeout=1", "--tablesocket-threads=1"]
+    if mc_idle:
+        args.append(f"--tablesocket-mc-idle-timeout={mc_idle}")
+    with h.private_server(request, f"mcidle{mc_idle}", args) as s:
+        _life_table(s)
+        assert h.variable(s, "tablesocket_mc_idle_timeout") == str(mc_idle)
+        mc = McConn(s.mc_port)
+        mc.request(b"set idle:k 0 0 2\r\nv1\r\n", b"STORED\r\n")
+        silent = McConn(s.mc_port)  # connected, never says anything
+        partial = h.HSConn(s.mc_port)
+        partial.send(b"get idle:")  # a request that never completes
+        hs = h.hs_open(s.hs_port, "life", "k,v")
+        try:
+            ss = subprocess.run(["ss", "-tnoH", "state", "established", f"( sport = :{s.mc_port} )"],
+                                capture_output=True, text=True, timeout=10).stdout
+            assert ss.count("keepalive") >= 3, ss
+            time.sleep(2.5)
+            assert h.closed_now(hs), "an idle HandlerSocket connection was not closed"
+            assert h.closed_now(partial), "a request still arriving after the idle timeout was not closed"
+            if mc_idle:
+                assert h.closed_now(mc) and h.closed_now(silent)
+            else:
+                assert not h.closed_now(silent)
+                mc.request(b"get idle:k\r\n", b"VALUE idle:k 0 2\r\nv1\r\nEND\r\n")
+        finally:
+            for c in (mc, silent, partial, hs):
+                c.close()
 
 
 def test_a_request_trickling_in_is_closed_after_the_idle_timeout(request):
