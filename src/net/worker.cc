@@ -35,8 +35,8 @@ constexpr uint64_t kTlsLogIntervalMs = 60000;
 constexpr uint64_t kReadsQuietMs = 10;
 constexpr size_t kInlineWriters = 16;
 /* A connection that ran no request for kActiveMs is idle (a pooled connection nobody uses): a
-   batch whose depth-1 writers are all the worker's other connections are idle is committed by the
-   worker itself, as if those were not there. */
+   batch of depth-1 writers is committed by the worker itself when every other connection of the
+   worker is idle, as if those were not there (commit_inline_wanted). */
 constexpr uint64_t kActiveMs = 100;
 /* A batch that kInlineWriters or more connections wrote in is ended (committed inline or handed
    off) only once a loop adds no writer to it, for up to kExtendLoops loops whose polls do not

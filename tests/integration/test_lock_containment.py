@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import random
 import select
-import socket
-import struct
 import threading
 import time
 
@@ -224,17 +222,12 @@ def test_writes_sent_before_a_reset_run_even_if_the_first_was_waiting_for_a_row_
                "".join(f"1\t+\t2\t{k}\tnew{k}\n" for k in range(1001, 1021)))
         assert _no_reply(w, 0.3)
         conns = h.status(srv)["tablesocket_connections"]
-        w.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        w.close()
+        h.reset(w)
         time.sleep(0.3)  # the worker sees the reset while the update waits
         assert h.status(srv)["tablesocket_connections"] == conns, "the waiting connection was closed at its reset"
         sql.commit()
-        deadline = time.monotonic() + 5
-        while True:
-            rows = srv.sql(f"SELECT (SELECT v FROM {t} WHERE k = 1), (SELECT COUNT(*) FROM {t} WHERE k > 1000)")
-            if rows == [("after reset", "20")] or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
+        rows = h.sql_eventually(srv, f"SELECT (SELECT v FROM {t} WHERE k = 1), (SELECT COUNT(*) FROM {t} WHERE k > 1000)",
+                                [("after reset", "20")])
         assert rows == [("after reset", "20")], rows
         assert h.status(srv)["tablesocket_connections"] == conns - 1  # and then it is closed
     finally:
@@ -653,22 +646,17 @@ def test_a_queued_write_whose_connection_is_reset_still_runs_after_the_lock(srv)
         assert h.status(srv)["tablesocket_lock_queued"] == q0 + 1, "the write was not queued for the lock"
         assert srv.sql("SELECT COUNT(*) FROM information_schema.processlist "
                        "WHERE state = 'tablesocket lock queue'") == [("1",)]
-        w.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        w.close()  # a reset
+        h.reset(w)
         t0 = time.monotonic()
         assert other.request("1\t=\t1\t2\t1\t0\tU\tother\n") == b"0\t1\t1\n"
         assert time.monotonic() - t0 < REPLY_BOUND
         assert srv.sql(f"SELECT v FROM {t} WHERE k IN (1, 2) ORDER BY k") == [("v1",), ("other",)]
         sql.commit()
-        deadline = time.monotonic() + 5
-        while srv.sql("SELECT COUNT(*) FROM information_schema.processlist "
-                      "WHERE state = 'tablesocket lock queue'") != [("0",)]:
-            assert time.monotonic() < deadline, "the queued write's session is still there"
-            time.sleep(0.05)
-        deadline = time.monotonic() + 5
-        while srv.sql(f"SELECT v FROM {t} WHERE k = 1") != [("from a client that left",)]:
-            assert time.monotonic() < deadline, "the queued write did not run after the commit"
-            time.sleep(0.05)
+        assert h.sql_eventually(srv, "SELECT COUNT(*) FROM information_schema.processlist "
+                                "WHERE state = 'tablesocket lock queue'", [("0",)]) == [("0",)], \
+            "the queued write's session is still there"
+        assert h.sql_eventually(srv, f"SELECT v FROM {t} WHERE k = 1", [("from a client that left",)]) == \
+            [("from a client that left",)], "the queued write did not run after the commit"
         assert srv.sql(f"SELECT v FROM {t} WHERE k IN (1, 2) ORDER BY k") == [("from a client that left",), ("other",)]
     finally:
         other.close()

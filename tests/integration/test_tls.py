@@ -27,7 +27,6 @@ import os
 import shutil
 import socket
 import ssl
-import struct
 import subprocess
 import sys
 import threading
@@ -371,17 +370,12 @@ def test_writes_sent_over_tls_before_a_reset_run_once_the_row_lock_is_released(t
         time.sleep(0.3)
         assert s.sql("SELECT COUNT(*) FROM tls_reset") == [("1",)]  # the update waits, the inserts behind it
         conns = h.status(s)["tablesocket_connections"]
-        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        c.close()
+        h.reset(c)
         time.sleep(0.3)  # the worker sees the reset while the update waits
         assert h.status(s)["tablesocket_connections"] == conns, "the waiting TLS connection was closed at its reset"
         sql.commit()
-        deadline = time.monotonic() + 5
-        while True:
-            rows = s.sql("SELECT (SELECT v FROM tls_reset WHERE k = 1), (SELECT COUNT(*) FROM tls_reset WHERE k > 1000)")
-            if rows == [("after reset", "20")] or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
+        rows = h.sql_eventually(s, "SELECT (SELECT v FROM tls_reset WHERE k = 1), (SELECT COUNT(*) FROM tls_reset WHERE k > 1000)",
+                                [("after reset", "20")])
         assert rows == [("after reset", "20")], rows
         deadline = time.monotonic() + 5
         while h.status(s)["tablesocket_connections"] != conns - 1 and time.monotonic() < deadline:
@@ -413,15 +407,8 @@ def test_memcached_noreply_sets_sent_right_after_the_handshake_then_a_reset_are_
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock = ctx.wrap_socket(raw, server_hostname=LOOPBACK)
         sock.sendall(b"".join(b"set tlsrst:%d:%d 0 0 5 noreply\r\nvalue\r\n" % (n, i) for i in range(50)))
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        sock.close()
-    deadline = time.monotonic() + 5
-    while True:
-        stored = int(s.sql("SELECT COUNT(*) FROM test.kv WHERE k LIKE 'tlsrst:%'")[0][0])
-        if stored == 1500 or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert stored == 1500
+        h.reset(sock)
+    assert h.sql_eventually(s, "SELECT COUNT(*) FROM test.kv WHERE k LIKE 'tlsrst:%'", [("1500",)]) == [("1500",)]
     assert h.status(s)["tablesocket_tls_handshake_failures"] == failures_before
 
 

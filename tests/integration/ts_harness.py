@@ -14,6 +14,7 @@ import resource
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -167,6 +168,24 @@ def hs_split(reply: bytes) -> list[bytes]:
                 i += 1
         out.append(bytes(b))
     return out
+
+
+def reset(conn) -> None:
+    """Closes conn (anything with a .sock, or a socket) with a TCP reset rather than a FIN:
+    SO_LINGER 0, as a client that exits with replies unread does."""
+    sock = getattr(conn, "sock", conn)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    conn.close()
+
+
+def sql_eventually(srv: MariaDBServer, query: str, want, timeout: float = 5.0):
+    """Runs query every 50 ms until it returns want or timeout passes; returns the last result."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = srv.sql(query)
+        if rows == want or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.05)
 
 
 def closed_now(conn: HSConn) -> bool:
