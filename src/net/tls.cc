@@ -327,6 +327,12 @@ bool Tls_conn::has_buffered_input() const {
   return SSL_has_pending(ssl_.get()) || prefix_used_ < prefix_.size();
 }
 
+bool Tls_conn::mid_record() const {
+  /* "RB": the header was read and the body is awaited (nothing is buffered then); bytes of a
+     header not yet whole are buffered. */
+  return has_buffered_input() || std::strcmp(SSL_rstate_string(ssl_.get()), "RB") == 0;
+}
+
 void Tls_conn::describe(Peer &peer) const {
   SSL *ssl = ssl_.get();
   peer.tls = true;

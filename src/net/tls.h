@@ -91,6 +91,9 @@ class Tls_conn {
   /* Bytes already taken off the socket but not yet returned by read(): epoll will not report them,
      so the caller must read again before waiting. */
   bool has_buffered_input() const;
+  /* Part of a record has come (some of its header, or its header and not all of its body): the
+     peer is sending something, though read() has nothing to return yet. */
+  bool mid_record() const;
   /* Fills peer's TLS fields after a completed handshake: tls, tls_cipher, and, for a client
      certificate that verified against the configured CA, cert_verified and the subject, issuer
      (X509_NAME_oneline form, as MariaDB's REQUIRE SUBJECT/ISSUER compare) and commonName. */

@@ -352,8 +352,15 @@ bool Worker::enforce_buffer_memory(Connection &c) {
   return true;
 }
 
+bool Worker::request_arriving(const Connection &c) {
+  /* Over TLS, part of a record stays inside OpenSSL until the rest comes: a request arriving too
+     (its first bytes are in that record), though nothing of it is in the input buffer yet. */
+  return !c.in.empty() || (c.session && c.session->mid_request()) ||
+         (c.transport == Transport::tls && c.tls && c.tls->mid_record());
+}
+
 void Worker::read_input(Connection &c) {
-  if (c.in.empty() && !(c.session && c.session->mid_request())) c.request_since_ms = now_ms_;  // what comes now starts a request
+  if (!request_arriving(c)) c.request_since_ms = now_ms_;  // what comes now starts a request
   if (c.transport != Transport::plain)
     read_input_unsettled(c);
   else
@@ -796,8 +803,8 @@ void Worker::check_idle(uint64_t now) {
     /* A request still incomplete an idle timeout after it began to arrive (a byte now and then
        keeps last_io fresh): the connection is closed as an idle one is. Not while its replies are
        held back for a client that does not read them (its input then waits for us). */
-    if (idle_limit && (!c->in.empty() || (c->session && c->session->mid_request())) &&
-        c->out.size() < cfg_.output_high_water && now - c->request_since_ms > idle_limit) {
+    if (idle_limit && request_arriving(*c) && c->out.size() < cfg_.output_high_water &&
+        now - c->request_since_ms > idle_limit) {
       counters_.add(counters_.timeouts);
       close_connection(*c);
     }

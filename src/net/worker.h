@@ -144,6 +144,9 @@ class Worker {
   void peer_reset(Connection &c);
   /* Reads, after the reset, what the kernel (or OpenSSL) still holds of what the peer sent. */
   void read_after_reset(Connection &c);
+  /* Part of a request has come and the rest has not (in the input buffer, the session, or a TLS
+     record OpenSSL holds): its time limit runs (tablesocket_idle_timeout). */
+  static bool request_arriving(const Connection &c);
   /* After its batch (or the commit it waited for): flush, close if finished, read what waited. */
   void settle(Connection &c);
   /* Ends the store's batch (hands its commit off, or commits it) unless it wrote and the previous

@@ -412,6 +412,61 @@ def test_memcached_noreply_sets_sent_right_after_the_handshake_then_a_reset_are_
     assert h.status(s)["tablesocket_tls_handshake_failures"] == failures_before
 
 
+def _tls_records(port: int, ctx: ssl.SSLContext, data: bytes) -> tuple[socket.socket, bytes]:
+    """A socket that finished a TLS handshake (driven through memory BIOs), and data encrypted as
+    the record(s) it would send, not sent: the test sends what it likes of them."""
+    sock = socket.create_connection((LOOPBACK, port), timeout=10)
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(incoming, outgoing, server_side=False, server_hostname=LOOPBACK)
+    while True:
+        try:
+            obj.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            if out := outgoing.read():
+                sock.sendall(out)
+            got = sock.recv(65536)
+            assert got, "the server closed during the handshake"
+            incoming.write(got)
+    sock.sendall(outgoing.read())  # the client's Finished
+    obj.write(data)
+    return sock, outgoing.read()
+
+
+def test_a_partial_tls_record_is_a_request_arriving_and_times_out(request, certs):
+    """A TLS client that sends part of a record (a byte, the 5-byte header alone, all but its last
+    byte) and stops is sending a request, though nothing is decrypted yet: it is closed after
+    tablesocket_idle_timeout like a plaintext client trickling a request. On the memcached port,
+    whose idle connections are never closed by default, it stayed forever (found by a helper);
+    an idle TLS memcached connection with nothing half-sent stays open."""
+    args = [f"--tablesocket-ssl-cert={certs / 'server.pem'}", f"--tablesocket-ssl-key={certs / 'server.key'}",
+            "--tablesocket-idle-timeout=1", "--tablesocket-threads=1"]
+    with h.private_server(request, "tls-partial", args) as s:
+        ctx = client_context(certs, cert=None)
+        stalled = []
+        for cut in (1, 5, -1):
+            sock, record = _tls_records(s.mc_port, ctx, b"set partial 0 0 5\r\nhello\r\n")
+            sock.sendall(record[:cut])
+            stalled.append(sock)
+        idle, _ = _tls_records(s.mc_port, ctx, b"")
+        time.sleep(2.8)
+        for cut, sock in zip((1, 5, -1), stalled):
+            sock.settimeout(2.0)
+            try:
+                while sock.recv(65536):  # the session tickets sent after the handshake, then EOF
+                    pass
+            except ConnectionResetError:
+                pass
+            except socket.timeout:
+                pytest.fail(f"a connection stalled in a TLS record (cut at {cut}) was not closed")
+            sock.close()
+        idle.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            while idle.recv(65536):  # the session tickets; then nothing, and no EOF
+                pass
+        idle.close()
+
+
 def test_one_mib_values_both_ways_over_tls(tls_srv, certs):
     s = tls_srv
     ctx = client_context(certs)
