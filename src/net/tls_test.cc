@@ -366,6 +366,41 @@ TEST_F(Tls, DataBothWaysWithPartialWritesBufferedInputAndCloseNotify) {
   ERR_clear_error();
 }
 
+TEST_F(Tls, PartOfARecordIsARecordUnderWay) {
+  /* The idle timer of a connection trickling a request in (tablesocket_idle_timeout) must see a
+     record of which only part has come, though read() has nothing to return yet. */
+  std::string error;
+  auto ctx = Tls_context::create(settings(), &error);
+  ASSERT_NE(ctx, nullptr) << error;
+  Pair p = make_pair(nullptr);
+  auto server = ctx->accept(p.server_fd.get(), "");
+  ASSERT_EQ(handshake(p, *server), Tls_status::done) << server->error_text();
+  char buf[64];
+  size_t got = 0;
+  EXPECT_EQ(server->read(buf, sizeof buf, &got), Tls_status::want_read);
+  EXPECT_FALSE(server->mid_record());  // idle: nothing under way
+  /* The client's records go to memory, and the test sends what it likes of them. */
+  BIO *mem = BIO_new(BIO_s_mem());
+  SSL_set0_wbio(p.client.get(), mem);
+  ASSERT_EQ(SSL_write(p.client.get(), "get k\r\n", 7), 7);
+  char *rec = nullptr;
+  const long len = BIO_get_mem_data(mem, &rec);
+  ASSERT_GT(len, 6);
+  const std::string record(rec, size_t(len));
+  size_t sent = 0;
+  for (size_t upto : {size_t(1), size_t(5), record.size() - 1}) {
+    ASSERT_EQ(::write(p.client_fd.get(), record.data() + sent, upto - sent), ssize_t(upto - sent));
+    sent = upto;
+    EXPECT_EQ(server->read(buf, sizeof buf, &got), Tls_status::want_read) << upto;
+    EXPECT_TRUE(server->mid_record()) << "after " << upto << " of " << record.size() << " bytes";
+  }
+  ASSERT_EQ(::write(p.client_fd.get(), record.data() + sent, record.size() - sent), ssize_t(record.size() - sent));
+  ASSERT_EQ(server->read(buf, sizeof buf, &got), Tls_status::done);
+  EXPECT_EQ(std::string(buf, got), "get k\r\n");
+  EXPECT_EQ(server->read(buf, sizeof buf, &got), Tls_status::want_read);
+  EXPECT_FALSE(server->mid_record());  // the whole record came and was read
+}
+
 TEST_F(Tls, GarbageAfterTheHandshakeByteIsAnErrorWithAReason) {
   std::string error;
   auto ctx = Tls_context::create(settings(), &error);
