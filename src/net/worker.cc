@@ -1089,13 +1089,9 @@ void Worker::serve(Store &store) {
           if (!c.dead && c.transport == Transport::tls_handshake) tls_handshake_failed(c, why);
           if (c.dead) continue;
         }
-        if ((c.transport == Transport::plain || c.transport == Transport::tls) && c.session) {
-          /* What arrived before the reset is still there to read (none while parked). */
-          if (c.transport == Transport::tls) read_tls(c); else read_plain(c);
-          if (!c.dead && !c.peer_gone) peer_reset(c);
-        } else {
-          close_connection(c);
-        }
+        /* It reads what arrived before the reset (none while parked) and closes a connection
+           with no session yet. */
+        if (!c.peer_gone) peer_reset(c);
         continue;
       }
       if (c.tls) { tls_event(c, ev.events); continue; }
