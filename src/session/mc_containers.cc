@@ -1,8 +1,8 @@
 #include "session/mc_containers.h"
 
 #include <algorithm>
-#include <cctype>
 
+#include "common/names.h"
 #include "session/captured_rows.h"
 
 namespace tablesocket {
@@ -42,14 +42,9 @@ static std::string overlap_problem(const Mc_container &c) {
   if (!c.flags_column.empty()) cols.emplace_back(c.flags_column, "flags column");
   if (!c.cas_column.empty()) cols.emplace_back(c.cas_column, "cas column");
   if (!c.expiry_column.empty()) cols.emplace_back(c.expiry_column, "expire_time column");
-  auto same = [](std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-             return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-           });
-  };
   for (size_t i = 0; i < cols.size(); ++i)
     for (size_t j = i + 1; j < cols.size(); ++j)
-      if (same(cols[i].first, cols[j].first)) {
+      if (names_equal(cols[i].first, cols[j].first)) {
         const std::string head = "container " + c.name + ": column " + std::string(cols[i].first);
         if (cols[i].second == cols[j].second) return head + " is named twice in its " + cols[i].second;
         return head + " is both its " + cols[i].second + " and its " + cols[j].second +

@@ -13,6 +13,7 @@
    request, never the worker. */
 #include "store/mariadb_store.h"
 #include "common/clock.h"
+#include "common/names.h"
 
 #include <unistd.h>
 
@@ -39,19 +40,6 @@ bool is_integer_literal(const Datum &v) {
   if (i == v.len) return false;
   for (; i < v.len; ++i)
     if (v.ptr[i] < '0' || v.ptr[i] > '9') return false;
-  return true;
-}
-
-/* Identifier comparison as SQL does it for column and index names (ASCII case-insensitive). */
-bool names_equal(const char *a, size_t alen, std::string_view b) {
-  if (alen != b.size()) return false;
-  for (size_t i = 0; i < alen; ++i) {
-    unsigned char x = a[i], y = b[i];
-    if (x == y) continue;
-    if (x >= 'A' && x <= 'Z') x += 32;
-    if (y >= 'A' && y <= 'Z') y += 32;
-    if (x != y) return false;
-  }
   return true;
 }
 
@@ -920,7 +908,7 @@ Store_status Mariadb_store::resolve(Table_slot &s, Open_index &idx) {
     if (want.empty()) want = "PRIMARY";
     for (uint i = 0; i < sh->keys; ++i) {
       const KEY &k = t->key_info[i];
-      if (names_equal(k.name.str, k.name.length, want)) { found = i; break; }
+      if (names_equal(std::string_view(k.name.str, k.name.length), want)) { found = i; break; }
     }
   }
   if (found == MAX_KEY) return Store_status::of(Store_errc::index_not_found);
@@ -936,7 +924,7 @@ Store_status Mariadb_store::resolve(Table_slot &s, Open_index &idx) {
     for (const auto &nm : names) {
       uint j = 0;
       for (Field **f = t->field; *f; ++f, ++j)
-        if (names_equal((*f)->field_name.str, (*f)->field_name.length, nm)) break;
+        if (names_equal(std::string_view((*f)->field_name.str, (*f)->field_name.length), nm)) break;
       if (j >= sh->fields) return false;
       out.push_back(uint16_t(j));
     }
