@@ -186,6 +186,21 @@ class Tls : public ::testing::Test {
     return st;
   }
 
+  /* A server connection (default settings, a client without a certificate) past its handshake;
+     the connection holds its own reference to the context. */
+  struct Connected {
+    Pair p;
+    std::unique_ptr<Tls_conn> server;
+  };
+  static void connect(Connected *c) {
+    std::string error;
+    auto ctx = Tls_context::create(settings(), &error);
+    ASSERT_NE(ctx, nullptr) << error;
+    c->p = make_pair(nullptr);
+    c->server = ctx->accept(c->p.server_fd.get(), "");
+    ASSERT_EQ(handshake(c->p, *c->server), Tls_status::done) << c->server->error_text();
+  }
+
   static std::string dir_;
   static Pkey ca_key_;
   static Cert ca_;
@@ -306,12 +321,10 @@ TEST_F(Tls, BytesReadBeforeDetectionAreReplayedToTheHandshake) {
 }
 
 TEST_F(Tls, DataBothWaysWithPartialWritesBufferedInputAndCloseNotify) {
-  std::string error;
-  auto ctx = Tls_context::create(settings(), &error);
-  ASSERT_NE(ctx, nullptr) << error;
-  Pair p = make_pair(nullptr);
-  auto server = ctx->accept(p.server_fd.get(), "");
-  ASSERT_EQ(handshake(p, *server), Tls_status::done) << server->error_text();
+  Connected c;
+  ASSERT_NO_FATAL_FAILURE(connect(&c));
+  Pair &p = c.p;
+  Tls_conn *server = c.server.get();
 
   /* Client -> server: one record, read in small pieces: the rest stays buffered in OpenSSL,
      where epoll cannot see it. */
@@ -369,12 +382,10 @@ TEST_F(Tls, DataBothWaysWithPartialWritesBufferedInputAndCloseNotify) {
 TEST_F(Tls, PartOfARecordIsARecordUnderWay) {
   /* The idle timer of a connection trickling a request in (tablesocket_idle_timeout) must see a
      record of which only part has come, though read() has nothing to return yet. */
-  std::string error;
-  auto ctx = Tls_context::create(settings(), &error);
-  ASSERT_NE(ctx, nullptr) << error;
-  Pair p = make_pair(nullptr);
-  auto server = ctx->accept(p.server_fd.get(), "");
-  ASSERT_EQ(handshake(p, *server), Tls_status::done) << server->error_text();
+  Connected c;
+  ASSERT_NO_FATAL_FAILURE(connect(&c));
+  Pair &p = c.p;
+  Tls_conn *server = c.server.get();
   char buf[64];
   size_t got = 0;
   EXPECT_EQ(server->read(buf, sizeof buf, &got), Tls_status::want_read);
