@@ -58,6 +58,8 @@ class Server final : public Counters_source {
      timeout_ms (in a long batch) is left out. */
   std::vector<Connection_info> connections(unsigned timeout_ms) const;
   const Config &config() const { return cfg_; }
+  /* For the dynamic system variables' update (plugin/): only Live<> fields may change. */
+  Config &live_config() { return cfg_; }
   /* The TLS context every TCP listener offers, or nullptr when no certificate is configured. */
   std::shared_ptr<const Tls_context> tls_context() const {
     std::lock_guard<std::mutex> g(tls_mutex_);

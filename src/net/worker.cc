@@ -133,11 +133,7 @@ void Worker::run() {
     if (wait_for_server_start(stop_)) {
       char name[64];
       snprintf(name, sizeof name, "tablesocket worker %u", id_);
-      std::unique_ptr<Store> store = make_mariadb_store(counters_, name, cfg_.charset.c_str(),
-                                                         cfg_.privilege_check_interval_ms, cfg_.max_batch_rows,
-                                                         cfg_.commit_overlap, cfg_.ddl_check_interval_ms,
-                                                         cfg_.lock_wait_timeout_ms, cfg_.lock_queue_after_ms,
-                                                         cfg_.lock_queue_sessions);
+      std::unique_ptr<Store> store = make_mariadb_store(counters_, name, cfg_);
       if (store) {
         serve(*store);
         /* Stopping (UNINSTALL SONAME, shutdown): a commit held up by BACKUP STAGE BLOCK_COMMIT
@@ -248,7 +244,7 @@ void Worker::start_session(Connection &c) {
 
 size_t Worker::input_cap() const {
   /* One maximal request (an HS line, or a memcached line plus its data block) plus a read chunk. */
-  size_t biggest = std::max(cfg_.max_request_size, cfg_.mc_max_value_size + 4096);
+  size_t biggest = std::max<size_t>(cfg_.max_request_size, cfg_.mc_max_value_size + 4096);
   return biggest + kReadChunk;
 }
 
@@ -758,7 +754,7 @@ void Worker::check_idle(uint64_t now) {
     if (c->transport == Transport::tls_handshake) {
       if (now - c->accepted_ms > handshake_limit) {
         char why[64];
-        snprintf(why, sizeof why, "not completed within %u s", cfg_.tls_handshake_timeout_s);
+        snprintf(why, sizeof why, "not completed within %u s", cfg_.tls_handshake_timeout_s.get());
         tls_handshake_failed(*c, why);
       }
       continue;

@@ -29,7 +29,10 @@ Server *g_server = nullptr;
    takes it exclusively to take the server away before stopping it. */
 std::shared_mutex g_server_lock;
 
-/* ---- System variables (read-only: validated once into Config at init) ---------------------- */
+/* ---- System variables ----------------------------------------------------------------------
+   The PLUGIN_VAR_READONLY ones are read once into Config at init. The others are dynamic: SET
+   GLOBAL stores the new value here and apply_live_settings() copies every dynamic one into the
+   running server's Config (its Live<> fields), where the next request or timer check reads it. */
 char *sv_address;
 unsigned sv_hs_port, sv_hs_port_wr, sv_threads, sv_backlog, sv_max_connections, sv_idle_timeout;
 unsigned sv_max_connections_per_host;
@@ -49,6 +52,50 @@ unsigned sv_privilege_check_interval, sv_max_user_connections, sv_auth_log_inter
 unsigned sv_tls_handshake_timeout;
 
 const Config kDefaults;
+
+/* The dynamic variables' values into c (at init, and after every SET GLOBAL of one of them). */
+void apply_live_settings(Config &c) {
+  c.mc_max_range_rows = sv_mc_max_range_rows;
+  c.mc_max_value_size = sv_mc_max_value_size;
+  c.mc_idle_timeout_s = sv_mc_idle_timeout;
+  c.max_connections = sv_max_connections;
+  c.idle_timeout_s = sv_idle_timeout;
+  c.max_request_size = sv_max_request_size;
+  c.max_tokens = sv_max_tokens;
+  c.max_open_indexes = sv_max_open_indexes;
+  c.max_output_buffer = sv_max_output_buffer;
+  /* Pausing a connection's requests above the most it may hold would never happen: it would be
+     closed at max_output_buffer first. */
+  c.output_high_water = std::min(sv_output_high_water, sv_max_output_buffer);
+  c.max_buffer_memory = sv_max_buffer_memory;
+  c.max_requests_per_batch = sv_max_requests_per_batch;
+  c.max_batch_rows = sv_max_batch_rows;
+  c.max_turn_rows = sv_max_turn_rows;
+  c.commit_rejoin_wait_us = sv_commit_rejoin_wait;
+  c.ddl_check_interval_ms = sv_ddl_check_interval;
+  c.lock_wait_timeout_ms = sv_lock_wait_timeout;
+  c.lock_queue_after_ms = sv_lock_queue_after;
+  c.lock_queue_sessions = sv_lock_queue_sessions;
+  c.privilege_check_interval_ms = sv_privilege_check_interval;
+  c.max_user_connections = sv_max_user_connections;
+  c.auth_log_interval_s = sv_auth_log_interval;
+  c.login_timeout_s = sv_login_timeout;
+  c.tls_handshake_timeout_s = sv_tls_handshake_timeout;
+}
+
+/* The server calls these with LOCK_global_system_variables held: one SET GLOBAL at a time. */
+void refresh_live_settings() {
+  std::shared_lock<std::shared_mutex> g(g_server_lock);
+  if (g_server) apply_live_settings(g_server->live_config());
+}
+void update_live_uint(MYSQL_THD, struct st_mysql_sys_var *, void *var_ptr, const void *save) {
+  *static_cast<unsigned *>(var_ptr) = *static_cast<const unsigned *>(save);
+  refresh_live_settings();
+}
+void update_live_ull(MYSQL_THD, struct st_mysql_sys_var *, void *var_ptr, const void *save) {
+  *static_cast<unsigned long long *>(var_ptr) = *static_cast<const unsigned long long *>(save);
+  refresh_live_settings();
+}
 
 MYSQL_SYSVAR_STR(address, sv_address, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
                  "Address the tablesocket listeners bind to (an IPv4 or IPv6 literal or a host name). "
@@ -73,19 +120,19 @@ MYSQL_SYSVAR_STR(mc_config_schema, sv_mc_config_schema, PLUGIN_VAR_READONLY | PL
                  "Database holding the memcached configuration tables (containers, config_options), "
                  "shaped like MySQL's innodb_memcache schema (see sql/memcached_schema.sql).",
                  nullptr, nullptr, "innodb_memcache");
-MYSQL_SYSVAR_UINT(mc_max_range_rows, sv_mc_max_range_rows, PLUGIN_VAR_READONLY,
+MYSQL_SYSVAR_UINT(mc_max_range_rows, sv_mc_max_range_rows, PLUGIN_VAR_RQCMDARG,
                   "Most rows one memcached range get (get @>key, @<key, @>=a@<b) returns.",
-                  nullptr, nullptr, kDefaults.mc_max_range_rows, 1, 1000000, 0);
-MYSQL_SYSVAR_UINT(mc_max_value_size, sv_mc_max_value_size, PLUGIN_VAR_READONLY,
+                  nullptr, update_live_uint, kDefaults.mc_max_range_rows, 1, 1000000, 0);
+MYSQL_SYSVAR_UINT(mc_max_value_size, sv_mc_max_value_size, PLUGIN_VAR_RQCMDARG,
                   "Largest memcached item value in bytes (memcached's -I). A larger set is refused "
                   "with SERVER_ERROR object too large for cache before its data is buffered.",
-                  nullptr, nullptr, unsigned(kDefaults.mc_max_value_size), 1024, 1U << 30, 0);
-MYSQL_SYSVAR_UINT(mc_idle_timeout, sv_mc_idle_timeout, PLUGIN_VAR_READONLY,
+                  nullptr, update_live_uint, unsigned(kDefaults.mc_max_value_size), 1024, 1U << 30, 0);
+MYSQL_SYSVAR_UINT(mc_idle_timeout, sv_mc_idle_timeout, PLUGIN_VAR_RQCMDARG,
                   "Seconds a memcached connection may stay idle (no request, no pending reply) before "
                   "it is closed. 0 (the default): never, as memcached (whose clients keep pooled "
                   "connections and may not expect them closed). A request that takes longer than "
                   "tablesocket_idle_timeout to arrive still closes the connection.",
-                  nullptr, nullptr, kDefaults.mc_idle_timeout_s, 0, 31536000, 0);
+                  nullptr, update_live_uint, kDefaults.mc_idle_timeout_s, 0, 31536000, 0);
 MYSQL_SYSVAR_UINT(threads, sv_threads, PLUGIN_VAR_READONLY,
                   "Number of epoll worker threads; each owns its connections, a THD and its open tables. "
                   "0 (the default): one per CPU the server may run on (its CPU affinity mask, so a "
@@ -94,10 +141,10 @@ MYSQL_SYSVAR_UINT(threads, sv_threads, PLUGIN_VAR_READONLY,
                   nullptr, nullptr, kDefaults.threads, 0, 256, 0);
 MYSQL_SYSVAR_UINT(backlog, sv_backlog, PLUGIN_VAR_READONLY,
                   "listen() backlog of each listener.", nullptr, nullptr, kDefaults.backlog, 1, 65535, 0);
-MYSQL_SYSVAR_UINT(max_connections, sv_max_connections, PLUGIN_VAR_READONLY,
+MYSQL_SYSVAR_UINT(max_connections, sv_max_connections, PLUGIN_VAR_RQCMDARG,
                   "Maximum number of simultaneous client connections over all tablesocket listeners. "
                   "A client over the limit gets '1\\t1\\ttoomanyconnections' and is closed.",
-                  nullptr, nullptr, kDefaults.max_connections, 1, 1000000, 0);
+                  nullptr, update_live_uint, kDefaults.max_connections, 1, 1000000, 0);
 MYSQL_SYSVAR_UINT(max_connections_per_host, sv_max_connections_per_host, PLUGIN_VAR_READONLY,
                   "Maximum number of simultaneous TCP connections from one client address, over all "
                   "tablesocket listeners, so that one host cannot take every one of "
@@ -105,58 +152,58 @@ MYSQL_SYSVAR_UINT(max_connections_per_host, sv_max_connections_per_host, PLUGIN_
                   "gets '1\\t1\\ttoomanyconnections' (memcached: 'SERVER_ERROR too many open "
                   "connections from this address') and is closed. 0 = no limit.",
                   nullptr, nullptr, kDefaults.max_connections_per_host, 0, 1000000, 0);
-MYSQL_SYSVAR_UINT(idle_timeout, sv_idle_timeout, PLUGIN_VAR_READONLY,
+MYSQL_SYSVAR_UINT(idle_timeout, sv_idle_timeout, PLUGIN_VAR_RQCMDARG,
                   "Seconds a HandlerSocket connection may stay idle (no request, no pending reply) "
                   "before it is closed (memcached ones: tablesocket_mc_idle_timeout); also the longest "
                   "a request may take to arrive once its first byte has, on either protocol (a client "
                   "trickling a request in a byte at a time is closed too). 0 disables both.",
-                  nullptr, nullptr, kDefaults.idle_timeout_s, 0, 31536000, 0);
-MYSQL_SYSVAR_UINT(max_request_size, sv_max_request_size, PLUGIN_VAR_READONLY,
+                  nullptr, update_live_uint, kDefaults.idle_timeout_s, 0, 31536000, 0);
+MYSQL_SYSVAR_UINT(max_request_size, sv_max_request_size, PLUGIN_VAR_RQCMDARG,
                   "Maximum size in bytes of one request line: a HandlerSocket request, or a memcached "
                   "get/gets line (memcached's other command lines stop at 2048 bytes, as in memcached). "
                   "A longer line closes the connection (HandlerSocket answers an error first); "
                   "nothing is allocated for it beforehand.",
-                  nullptr, nullptr, unsigned(kDefaults.max_request_size), 64, 1U << 30, 0);
-MYSQL_SYSVAR_UINT(max_tokens, sv_max_tokens, PLUGIN_VAR_READONLY,
+                  nullptr, update_live_uint, unsigned(kDefaults.max_request_size), 64, 1U << 30, 0);
+MYSQL_SYSVAR_UINT(max_tokens, sv_max_tokens, PLUGIN_VAR_RQCMDARG,
                   "Maximum number of TAB-separated tokens (values, IN values, filters) in one request "
                   "line; bounds the per-request value arrays. Over it: error reply, then close.",
-                  nullptr, nullptr, kDefaults.max_tokens, 8, 10000000, 0);
-MYSQL_SYSVAR_UINT(max_open_indexes, sv_max_open_indexes, PLUGIN_VAR_READONLY,
+                  nullptr, update_live_uint, kDefaults.max_tokens, 8, 10000000, 0);
+MYSQL_SYSVAR_UINT(max_open_indexes, sv_max_open_indexes, PLUGIN_VAR_RQCMDARG,
                   "Maximum number of index ids one connection may have open at once (P requests).",
-                  nullptr, nullptr, kDefaults.max_open_indexes, 1, 1000000, 0);
-MYSQL_SYSVAR_UINT(max_output_buffer, sv_max_output_buffer, PLUGIN_VAR_READONLY,
+                  nullptr, update_live_uint, kDefaults.max_open_indexes, 1, 1000000, 0);
+MYSQL_SYSVAR_UINT(max_output_buffer, sv_max_output_buffer, PLUGIN_VAR_RQCMDARG,
                   "Maximum bytes of replies held for one connection. A single reply larger than this "
                   "fails with '1\\t1\\ttoolarge'; a client that stops reading is closed at this size.",
-                  nullptr, nullptr, unsigned(kDefaults.max_output_buffer), 4096, 1U << 31, 0);
-MYSQL_SYSVAR_UINT(output_high_water, sv_output_high_water, PLUGIN_VAR_READONLY,
+                  nullptr, update_live_uint, unsigned(kDefaults.max_output_buffer), 4096, 1U << 31, 0);
+MYSQL_SYSVAR_UINT(output_high_water, sv_output_high_water, PLUGIN_VAR_RQCMDARG,
                   "When a connection has this many unsent reply bytes, its further requests wait "
                   "until the client reads (a slow reader never holds up other clients).",
-                  nullptr, nullptr, unsigned(kDefaults.output_high_water), 1024, 1U << 31, 0);
-MYSQL_SYSVAR_ULONGLONG(max_buffer_memory, sv_max_buffer_memory, PLUGIN_VAR_READONLY,
+                  nullptr, update_live_uint, unsigned(kDefaults.output_high_water), 1024, 1U << 31, 0);
+MYSQL_SYSVAR_ULONGLONG(max_buffer_memory, sv_max_buffer_memory, PLUGIN_VAR_RQCMDARG,
                   "Bytes the input and output buffers of all connections together may hold. When a "
                   "connection's buffers grow past 256 KiB while the total is over this limit, that "
                   "connection is closed (counted in Tablesocket_buffer_memory_closes), so that many "
                   "clients each sending most of a maximal request, or never reading their replies, "
                   "cannot exhaust the server's memory. Ordinary connections stay well under 256 KiB.",
-                  nullptr, nullptr, kDefaults.max_buffer_memory, 16ULL << 20, ~0ULL, 0);
-MYSQL_SYSVAR_UINT(max_requests_per_batch, sv_max_requests_per_batch, PLUGIN_VAR_READONLY,
+                  nullptr, update_live_ull, kDefaults.max_buffer_memory, 16ULL << 20, ~0ULL, 0);
+MYSQL_SYSVAR_UINT(max_requests_per_batch, sv_max_requests_per_batch, PLUGIN_VAR_RQCMDARG,
                   "Maximum pipelined requests executed from one connection in one batch, so that one "
                   "deep pipeline cannot starve the other connections of its worker.",
-                  nullptr, nullptr, kDefaults.max_requests_per_batch, 1, 1000000, 0);
-MYSQL_SYSVAR_UINT(max_batch_rows, sv_max_batch_rows, PLUGIN_VAR_READONLY,
+                  nullptr, update_live_uint, kDefaults.max_requests_per_batch, 1, 1000000, 0);
+MYSQL_SYSVAR_UINT(max_batch_rows, sv_max_batch_rows, PLUGIN_VAR_RQCMDARG,
                   "Rows a worker's batch may examine (read from an index, whether returned, filtered "
                   "out or skipped by an offset) before the requests still waiting in it are deferred to "
                   "the next batch: the batch commits and DDL gets its turn. Bounds how long one client's "
                   "pipelined scans hold up the other clients of its worker; a single request is never "
                   "cut short.",
-                  nullptr, nullptr, kDefaults.max_batch_rows, 100, 1U << 31, 0);
-MYSQL_SYSVAR_UINT(max_turn_rows, sv_max_turn_rows, PLUGIN_VAR_READONLY,
+                  nullptr, update_live_uint, kDefaults.max_batch_rows, 100, 1U << 31, 0);
+MYSQL_SYSVAR_UINT(max_turn_rows, sv_max_turn_rows, PLUGIN_VAR_RQCMDARG,
                   "Rows one connection's requests may examine (read from an index, whether returned, "
                   "filtered out or skipped by an offset) before the worker's other connections get "
                   "their turn; its remaining requests run on the worker's next pass. Bounds how long a "
                   "client pipelining scans delays the others to about one such turn; a single request is "
                   "never cut short.",
-                  nullptr, nullptr, kDefaults.max_turn_rows, 1, 1U << 31, 0);
+                  nullptr, update_live_uint, kDefaults.max_turn_rows, 1, 1U << 31, 0);
 MYSQL_SYSVAR_BOOL(commit_overlap, sv_commit_overlap, PLUGIN_VAR_READONLY,
                   "ON: a worker hands the commit of a batch that wrote (InnoDB tables only) to its own "
                   "commit thread and runs the next batch meanwhile, on a second server session, so its "
@@ -165,29 +212,29 @@ MYSQL_SYSVAR_BOOL(commit_overlap, sv_commit_overlap, PLUGIN_VAR_READONLY,
                   "and batches still commit in order. OFF: the worker commits each batch itself before "
                   "it serves the next one.",
                   nullptr, nullptr, kDefaults.commit_overlap);
-MYSQL_SYSVAR_UINT(commit_rejoin_wait, sv_commit_rejoin_wait, PLUGIN_VAR_READONLY,
+MYSQL_SYSVAR_UINT(commit_rejoin_wait, sv_commit_rejoin_wait, PLUGIN_VAR_RQCMDARG,
                   "Microseconds a batch that wrote waits at most, counted from its first write, "
                   "for the writers a commit just answered, each of whom sent one write and waited "
                   "for its answer (depth 1), to send their next write: they then share one commit "
                   "instead of splitting into two groups that take turns at the commit (half the rows "
                   "per fsync). It ends as soon as the last of them has written. Reads are served "
                   "meanwhile. 0: a batch waits for no one.",
-                  nullptr, nullptr, kDefaults.commit_rejoin_wait_us, 0, 100000, 0);
+                  nullptr, update_live_uint, kDefaults.commit_rejoin_wait_us, 0, 100000, 0);
 MYSQL_SYSVAR_BOOL(galera_writes, sv_galera_writes, PLUGIN_VAR_READONLY,
                   "On a Galera cluster node (wsrep_on): OFF (the default) refuses writes with an error, "
                   "since they would otherwise commit on this node only; ON makes each batch that writes "
                   "a wsrep transaction, certified and replicated in the cluster's order, as an SQL "
                   "transaction is (new, experimental). Without Galera it has no effect.",
                   nullptr, nullptr, false);
-MYSQL_SYSVAR_UINT(ddl_check_interval, sv_ddl_check_interval, PLUGIN_VAR_READONLY,
+MYSQL_SYSVAR_UINT(ddl_check_interval, sv_ddl_check_interval, PLUGIN_VAR_RQCMDARG,
                   "Milliseconds between checks for DDL or FLUSH TABLES waiting on a table a worker "
                   "holds open; the table is then closed so the DDL proceeds. Bounds the extra wait DDL "
                   "sees from tablesocket. Also bounds how long a batch that wrote stays open, taking more "
                   "requests, while the previous batch's commit runs (tablesocket_commit_overlap); after it, "
                   "the open batch takes no more writes (they wait for the next batch) until that "
                   "commit is done, and reads go on.",
-                  nullptr, nullptr, kDefaults.ddl_check_interval_ms, 1, 1000, 0);
-MYSQL_SYSVAR_UINT(lock_wait_timeout, sv_lock_wait_timeout, PLUGIN_VAR_READONLY,
+                  nullptr, update_live_uint, kDefaults.ddl_check_interval_ms, 1, 1000, 0);
+MYSQL_SYSVAR_UINT(lock_wait_timeout, sv_lock_wait_timeout, PLUGIN_VAR_RQCMDARG,
                   "Milliseconds a request waits for a metadata lock (DDL) or a row lock (another "
                   "transaction) before it fails with '1\\t1\\tlock_wait_timeout'. The waiting request "
                   "is retried every 1 to 8 milliseconds (a write on a row lock then waits in InnoDB's lock "
@@ -195,8 +242,8 @@ MYSQL_SYSVAR_UINT(lock_wait_timeout, sv_lock_wait_timeout, PLUGIN_VAR_READONLY,
                   "Also how long a commit on the commit thread waits for the backup lock (BACKUP STAGE "
                   "BLOCK_COMMIT, FLUSH TABLES WITH READ LOCK), as SQL's COMMIT waits lock_wait_timeout; "
                   "a commit that waits longer fails and its writers are disconnected unanswered.",
-                  nullptr, nullptr, kDefaults.lock_wait_timeout_ms, 1, 31536000, 0);
-MYSQL_SYSVAR_UINT(lock_queue_after, sv_lock_queue_after, PLUGIN_VAR_READONLY,
+                  nullptr, update_live_uint, kDefaults.lock_wait_timeout_ms, 1, 31536000, 0);
+MYSQL_SYSVAR_UINT(lock_queue_after, sv_lock_queue_after, PLUGIN_VAR_RQCMDARG,
                   "Milliseconds a write waits for a row lock another transaction holds, retried by its "
                   "worker (which only ever tries the lock), before it is handed to a session of its own "
                   "that waits in InnoDB's lock queue as an SQL statement does: it then gets the row in "
@@ -204,12 +251,12 @@ MYSQL_SYSVAR_UINT(lock_queue_after, sv_lock_queue_after, PLUGIN_VAR_READONLY,
                   "retries never would. That session waits at most a second at a time (DDL on the "
                   "table waits for it about that long), commits the write on its own, and the request "
                   "is answered as usual. 0: at the first conflict.",
-                  nullptr, nullptr, kDefaults.lock_queue_after_ms, 0, 3600000, 0);
-MYSQL_SYSVAR_UINT(lock_queue_sessions, sv_lock_queue_sessions, PLUGIN_VAR_READONLY,
+                  nullptr, update_live_uint, kDefaults.lock_queue_after_ms, 0, 3600000, 0);
+MYSQL_SYSVAR_UINT(lock_queue_sessions, sv_lock_queue_sessions, PLUGIN_VAR_RQCMDARG,
                   "Per worker, how many writes may wait in InnoDB's lock queue at once, each on a "
                   "session and thread of its own (see tablesocket_lock_queue_after); more waiting "
                   "writes keep being retried by the worker. 0: never queue (retries only).",
-                  nullptr, nullptr, kDefaults.lock_queue_sessions, 0, 256, 0);
+                  nullptr, update_live_uint, kDefaults.lock_queue_sessions, 0, 256, 0);
 MYSQL_SYSVAR_STR(character_set, sv_character_set, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
                  "Character set of the values clients send and receive (like character_set_client and "
                  "character_set_results of a SQL connection): values are converted to and from each "
@@ -242,25 +289,25 @@ MYSQL_SYSVAR_BOOL(allow_cleartext_passwords, sv_allow_cleartext_passwords, PLUGI
                   "unless the connection uses TLS or a unix socket; the challenge-response login "
                   "('A 2' + 'A 3') is always allowed.",
                   nullptr, nullptr, false);
-MYSQL_SYSVAR_UINT(privilege_check_interval, sv_privilege_check_interval, PLUGIN_VAR_READONLY,
+MYSQL_SYSVAR_UINT(privilege_check_interval, sv_privilege_check_interval, PLUGIN_VAR_RQCMDARG,
                   "Milliseconds a connection's privilege decision for an open index (and its account's "
                   "global privileges and roles) is reused before it is checked again; a REVOKE or "
                   "DROP USER reaches open connections within this bound.",
-                  nullptr, nullptr, kDefaults.privilege_check_interval_ms, 0, 3600000, 0);
-MYSQL_SYSVAR_UINT(max_user_connections, sv_max_user_connections, PLUGIN_VAR_READONLY,
+                  nullptr, update_live_uint, kDefaults.privilege_check_interval_ms, 0, 3600000, 0);
+MYSQL_SYSVAR_UINT(max_user_connections, sv_max_user_connections, PLUGIN_VAR_RQCMDARG,
                   "Most connections one account may have logged in at once over all tablesocket "
                   "ports (the account's own MAX_USER_CONNECTIONS also applies). 0: no limit.",
-                  nullptr, nullptr, kDefaults.max_user_connections, 0, 1000000, 0);
-MYSQL_SYSVAR_UINT(auth_log_interval, sv_auth_log_interval, PLUGIN_VAR_READONLY,
+                  nullptr, update_live_uint, kDefaults.max_user_connections, 0, 1000000, 0);
+MYSQL_SYSVAR_UINT(auth_log_interval, sv_auth_log_interval, PLUGIN_VAR_RQCMDARG,
                   "Failed logins are written to the error log at most once per this many seconds, "
                   "with the number suppressed in between (Tablesocket_auth_failures counts all).",
-                  nullptr, nullptr, kDefaults.auth_log_interval_s, 1, 86400, 0);
-MYSQL_SYSVAR_UINT(login_timeout, sv_login_timeout, PLUGIN_VAR_READONLY,
+                  nullptr, update_live_uint, kDefaults.auth_log_interval_s, 1, 86400, 0);
+MYSQL_SYSVAR_UINT(login_timeout, sv_login_timeout, PLUGIN_VAR_RQCMDARG,
                   "With tablesocket_require_auth ON, seconds a connection may stay without logging in "
                   "(and without an anonymous account applying) before it is closed, so idle "
                   "unauthenticated connections cannot hold connection slots. 0: only "
                   "tablesocket_idle_timeout applies.",
-                  nullptr, nullptr, kDefaults.login_timeout_s, 0, 86400, 0);
+                  nullptr, update_live_uint, kDefaults.login_timeout_s, 0, 86400, 0);
 MYSQL_SYSVAR_STR(ssl_cert, sv_ssl_cert, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
                  "PEM certificate for TLS on tablesocket's TCP ports. Empty: the server's ssl_cert.",
                  nullptr, nullptr, "");
@@ -300,11 +347,11 @@ MYSQL_SYSVAR_BOOL(require_tls, sv_require_tls, PLUGIN_VAR_READONLY,
                   "exempt). OFF: TLS is offered on every TCP port and detected from the first byte.",
                   nullptr, nullptr, false);
 
-MYSQL_SYSVAR_UINT(tls_handshake_timeout, sv_tls_handshake_timeout, PLUGIN_VAR_READONLY,
+MYSQL_SYSVAR_UINT(tls_handshake_timeout, sv_tls_handshake_timeout, PLUGIN_VAR_RQCMDARG,
                   "Seconds a TCP connection has, from connect, to complete its TLS handshake; it is closed "
                   "after that (Tablesocket_tls_handshake_failures). With tablesocket_require_tls=ON, a "
                   "connection that sends nothing at all is closed after this time too.",
-                  nullptr, nullptr, kDefaults.tls_handshake_timeout_s, 1, 3600, 0);
+                  nullptr, update_live_uint, kDefaults.tls_handshake_timeout_s, 1, 3600, 0);
 
 struct st_mysql_sys_var *system_variables[] = {
     MYSQL_SYSVAR(address), MYSQL_SYSVAR(hs_port), MYSQL_SYSVAR(hs_port_wr), MYSQL_SYSVAR(mc_port),
@@ -375,31 +422,12 @@ Config config_from_sysvars() {
   c.mc_port = sv_mc_port;
   c.mc_socket = sv_mc_socket ? sv_mc_socket : "";
   c.mc_config_schema = sv_mc_config_schema && *sv_mc_config_schema ? sv_mc_config_schema : "innodb_memcache";
-  c.mc_max_range_rows = sv_mc_max_range_rows;
-  c.mc_max_value_size = sv_mc_max_value_size;
-  c.mc_idle_timeout_s = sv_mc_idle_timeout;
   if (sv_threads == 0) sv_threads = tablesocket::default_worker_threads();
   c.threads = sv_threads;
   c.backlog = sv_backlog;
-  c.max_connections = sv_max_connections;
   c.max_connections_per_host = sv_max_connections_per_host;
-  c.idle_timeout_s = sv_idle_timeout;
-  c.max_request_size = sv_max_request_size;
-  c.max_tokens = sv_max_tokens;
-  c.max_open_indexes = sv_max_open_indexes;
-  c.max_output_buffer = sv_max_output_buffer;
-  c.output_high_water = sv_output_high_water;
-  c.max_requests_per_batch = sv_max_requests_per_batch;
-  c.max_batch_rows = sv_max_batch_rows;
-  c.max_turn_rows = sv_max_turn_rows;
   c.commit_overlap = sv_commit_overlap;
-  c.commit_rejoin_wait_us = sv_commit_rejoin_wait;
   tablesocket::set_galera_writes(sv_galera_writes);
-  c.max_buffer_memory = sv_max_buffer_memory;
-  c.ddl_check_interval_ms = sv_ddl_check_interval;
-  c.lock_wait_timeout_ms = sv_lock_wait_timeout;
-  c.lock_queue_after_ms = sv_lock_queue_after;
-  c.lock_queue_sessions = sv_lock_queue_sessions;
   c.charset = sv_character_set && *sv_character_set ? sv_character_set : "utf8mb4";
   auto str = [](const char *v) { return std::string(v ? v : ""); };
   c.plain_secret = str(sv_plain_secret);
@@ -407,10 +435,6 @@ Config config_from_sysvars() {
   c.require_auth = sv_require_auth;
   c.anonymous_account = str(sv_anonymous_account);
   c.allow_cleartext_passwords = sv_allow_cleartext_passwords;
-  c.privilege_check_interval_ms = sv_privilege_check_interval;
-  c.max_user_connections = sv_max_user_connections;
-  c.auth_log_interval_s = sv_auth_log_interval;
-  c.login_timeout_s = sv_login_timeout;
   c.ssl_cert = str(sv_ssl_cert);
   c.ssl_key = str(sv_ssl_key);
   c.ssl_ca = str(sv_ssl_ca);
@@ -419,7 +443,7 @@ Config config_from_sysvars() {
   c.ssl_crl = str(sv_ssl_crl);
   c.ssl_crlpath = str(sv_ssl_crlpath);
   c.require_tls = sv_require_tls;
-  c.tls_handshake_timeout_s = sv_tls_handshake_timeout;
+  apply_live_settings(c);
   return c;
 }
 
@@ -523,7 +547,6 @@ struct Flush_ssl_follower {
 int tablesocket_init(void *) {
   try {
     Config cfg = config_from_sysvars();
-    if (cfg.output_high_water > cfg.max_output_buffer) cfg.output_high_water = cfg.max_output_buffer;
     const char *cert_origin = apply_server_tls_defaults(cfg);
     auto server = std::make_unique<Server>(cfg);
     server->set_tick([f = Flush_ssl_follower{tablesocket::server_tls_generation()}](Server &s) mutable { f.tick(s); });
@@ -536,6 +559,7 @@ int tablesocket_init(void *) {
       std::unique_lock<std::shared_mutex> g(g_server_lock);
       g_server = server.release();
     }
+    refresh_live_settings();  // a SET GLOBAL that ran while the server was starting
     tablesocket::log_info("listening on %s: HandlerSocket read port %u, read/write port %u, memcached "
                           "port %u%s%s, %u workers",
                           cfg.address.c_str(), cfg.hs_port, cfg.hs_port_wr, cfg.mc_port,

@@ -92,7 +92,7 @@ void Auth_state::failed(std::string_view user, std::string_view why) {
   std::string w(why.substr(0, 200));
   log_warning("failed login from %s for user '%s': %s (%llu more failed logins not logged in the last %u s)",
               peer_.unix_socket ? "the unix socket" : peer_.ip.c_str(), u.c_str(), w.c_str(),
-              (unsigned long long)suppressed, cfg_.auth_log_interval_s);
+              (unsigned long long)suppressed, cfg_.auth_log_interval_s.get());
 }
 
 void Auth_state::secret_failed() { failed("", "wrong HandlerSocket shared secret"); }

@@ -121,7 +121,7 @@ bool Mariadb_store::attach(const char *thread_name, const char *charset) {
   if (commit_overlap_) {
     std::string error;
     committer_ = std::make_unique<Commit_thread>();
-    committer_->set_lock_wait_s(commit_lock_wait_s_);
+    committer_->set_lock_wait(&cfg_.lock_wait_timeout_ms);
     if (!committer_->start(thread_name, &error)) {
       sql_print_error("tablesocket: cannot start the commit thread of %s: %s", thread_name, error.c_str());
       committer_.reset();
@@ -816,7 +816,8 @@ void Commit_thread::run() {
         refused = "cannot take the backup commit lock";
       } else if (!commit_lock.ticket) {
         lock_waiting_.store(true, std::memory_order_relaxed);
-        if (thd->mdl_context.acquire_lock(&commit_lock, double(lock_wait_s_)))
+        const unsigned wait_ms = lock_wait_ms_ ? lock_wait_ms_->get() : 2000;
+        if (thd->mdl_context.acquire_lock(&commit_lock, double(std::max(1u, (wait_ms + 999) / 1000))))
           refused = thd->killed ? "the plugin stopped (UNINSTALL or shutdown) while the commit waited for the "
                                   "backup lock (BACKUP STAGE BLOCK_COMMIT or FLUSH TABLES WITH READ LOCK)"
                                 : "timed out waiting for the backup lock (BACKUP STAGE BLOCK_COMMIT or FLUSH TABLES "
@@ -877,7 +878,7 @@ void Mariadb_store::yield_to_ddl() {
          their tables across batches never would (two workers reopening in turn starved it, and
          every client of the table waited, for seconds; found by a helper). Reads reopen the table
          for reading meanwhile. */
-      if (ddl_waits) s.yielded_until_ms = monotonic_ms() + yield_backoff_ms_;
+      if (ddl_waits) s.yielded_until_ms = monotonic_ms() + yield_backoff_ms();
     }
     if (s.refs == 0 && !s.table) {
       by_name_.erase(slot_key(s.db, s.name));
@@ -1444,15 +1445,9 @@ bool wait_for_server_start(const std::atomic<bool> &stop) {
   return false;
 }
 
-std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name, const char *charset,
-                                          unsigned privilege_check_interval_ms, uint64_t max_batch_rows,
-                                          bool commit_overlap, unsigned ddl_check_interval_ms,
-                                          unsigned lock_wait_timeout_ms, unsigned lock_queue_after_ms,
-                                          unsigned lock_queue_sessions) {
-  auto st = std::make_unique<Mariadb_store>(counters, privilege_check_interval_ms, max_batch_rows, commit_overlap,
-                                            ddl_check_interval_ms, lock_wait_timeout_ms, lock_queue_after_ms,
-                                            lock_queue_sessions);
-  if (!st->attach(thread_name, charset)) return nullptr;  // attach() logged why
+std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name, const Config &cfg) {
+  auto st = std::make_unique<Mariadb_store>(counters, cfg, cfg.commit_overlap);
+  if (!st->attach(thread_name, cfg.charset.c_str())) return nullptr;  // attach() logged why
   return st;
 }
 

@@ -18,6 +18,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/config.h"
 #include "common/stats.h"
 #include "store/store.h"
 
@@ -101,11 +102,12 @@ class Commit_thread {
   /* Hands thd over to commit its transaction (then release backup_locks); the caller must not
      touch thd until done() is true. notify_fd, if >= 0, gets 1 written to it when it is done. */
   void submit(THD *thd, MDL_ticket *const backup_locks[kBackupLocks], bool wrote, int notify_fd);
-  /* How long (seconds) a commit here waits for the backup lock a commit takes (held off by BACKUP
-     STAGE BLOCK_COMMIT and FLUSH TABLES WITH READ LOCK), as an SQL COMMIT waits lock_wait_timeout.
-     The worker goes on meanwhile: its open batch only stops taking writes (see
-     Store::close_batch_to_writes). Set before start(). */
-  void set_lock_wait_s(unsigned s) { lock_wait_s_ = s; }
+  /* How long (ms, rounded up to whole seconds) a commit here waits for the backup lock a commit
+     takes (held off by BACKUP STAGE BLOCK_COMMIT and FLUSH TABLES WITH READ LOCK), as an SQL
+     COMMIT waits lock_wait_timeout: tablesocket_lock_wait_timeout, read at each wait. The worker
+     goes on meanwhile: its open batch only stops taking writes (see Store::close_batch_to_writes).
+     Set before start(). */
+  void set_lock_wait(const Live<unsigned> *ms) { lock_wait_ms_ = ms; }
   bool done();                 // the submitted commit finished (or nothing was submitted)
   /* The submitted commit waits for the backup lock (BACKUP STAGE BLOCK_COMMIT, FLUSH TABLES WITH
      READ LOCK): possibly for long, unlike an fsync. */
@@ -130,7 +132,7 @@ class Commit_thread {
   MDL_ticket *backup_locks_[kBackupLocks] = {};
   bool wrote_ = false;
   int notify_fd_ = -1;
-  unsigned lock_wait_s_ = 2;
+  const Live<unsigned> *lock_wait_ms_ = nullptr;
   std::atomic<bool> lock_waiting_{false};
   std::atomic<bool> lock_settled_{true};
   std::string name_;
@@ -178,17 +180,11 @@ struct Lane_job {
 
 class Mariadb_store final : public Store {
  public:
-  Mariadb_store(Counters &c, unsigned privilege_check_interval_ms, uint64_t max_batch_rows, bool commit_overlap,
-                unsigned ddl_check_interval_ms, unsigned lock_wait_timeout_ms, unsigned lock_queue_after_ms = 0,
-                unsigned lock_queue_sessions = 0)
-      : counters_(c), privilege_check_interval_ms_(privilege_check_interval_ms), max_batch_rows_(max_batch_rows),
-        yield_backoff_ms_(2 * uint64_t(ddl_check_interval_ms) + 5), commit_overlap_(commit_overlap),
-        commit_lock_wait_s_(std::max(1u, (lock_wait_timeout_ms + 999) / 1000)) {
-    ddl_check_interval_ms_ = ddl_check_interval_ms;
-    lock_wait_timeout_ms_ = lock_wait_timeout_ms;
-    lock_queue_after_ms_ = lock_queue_after_ms;
-    lock_queue_sessions_ = lock_queue_sessions;
-  }
+  /* cfg outlives the store; its Live<> limits are read where they apply, so SET GLOBAL reaches a
+     running store. commit_overlap: the worker's store follows cfg, a lock-queue session's never
+     overlaps. */
+  Mariadb_store(Counters &c, const Config &cfg, bool commit_overlap)
+      : counters_(c), cfg_(cfg), commit_overlap_(commit_overlap) {}
   ~Mariadb_store() override;
   /* Attaches new THDs to the calling thread (and starts the commit thread); false (logged) if
      that fails. */
@@ -216,7 +212,7 @@ class Mariadb_store final : public Store {
   bool killed() override;
   size_t open_table_count() const override { return open_tables_; }
   uint64_t reads_of_written_tables() const override { return reads_of_written_; }
-  bool batch_budget_spent() const override { return rows_examined_ >= max_batch_rows_ || batch_full_; }
+  bool batch_budget_spent() const override { return rows_examined_ >= cfg_.max_batch_rows || batch_full_; }
   void begin_turn(uint64_t max_rows) override { turn_end_ = rows_examined_ + max_rows; }
   bool turn_spent() const override { return rows_examined_ >= turn_end_; }
   void close_batch_to_writes() override { if (in_batch_) writes_closed_ = true; }
@@ -369,7 +365,7 @@ class Mariadb_store final : public Store {
      while it still waits. */
   bool lane_answer(const Lane_call &call, Store_status *st);
   /* After the worker tried the call itself: a row lock the requester has met for
-     lock_queue_after_ms_ hands the request to a lock-queue session (lock_queued). */
+     tablesocket_lock_queue_after hands the request to a lock-queue session (lock_queued). */
   Store_status after_attempt(const Lane_call &call, Store_status st);
   bool lane_submit(const Lane_call &call, uint64_t fp, uint64_t since_ms);
   static uint64_t fingerprint(const Lane_call &call, uint32_t slot);
@@ -382,8 +378,6 @@ class Mariadb_store final : public Store {
   Store_status modify_here(Open_index &idx, const Find_request &req, const Modify_request &mod, Row_sink &sink,
                            uint64_t *modified);
   Store_status kv_write_here(Open_index &idx, const Kv_layout &layout, const Kv_request &req, Kv_result *result);
-  unsigned ddl_check_interval_ms_ = 20, lock_wait_timeout_ms_ = 50000;
-  unsigned lock_queue_after_ms_ = 0, lock_queue_sessions_ = 0;  // 0 sessions: no lock queue
   std::string charset_;
   const void *requester_ = nullptr;
   struct Row_wait {
@@ -473,11 +467,10 @@ class Mariadb_store final : public Store {
   static bool deletes_lose_place(TABLE *t);
 
   Counters &counters_;
-  unsigned privilege_check_interval_ms_;
-  uint64_t max_batch_rows_;
+  const Config &cfg_;
   /* How long a slot closed for a waiting lock stays closed to writes (Table_slot::yielded_until_ms):
      longer than a check interval, so that every worker has given the table up at once. */
-  uint64_t yield_backoff_ms_;
+  uint64_t yield_backoff_ms() const { return 2 * uint64_t(cfg_.ddl_check_interval_ms) + 5; }
   /* How long a table no open index refers to stays open (Table_slot::unused_since_ms). */
   static constexpr uint64_t kKeepUnusedMs = 1000;
   uint64_t turn_end_ = ~uint64_t(0);  // rows_examined_ at which the current connection's turn ends
@@ -494,7 +487,6 @@ class Mariadb_store final : public Store {
   void *worker_stack_ = nullptr;
   std::string batch_info_;     // the batch THDs' PROCESSLIST state
   bool commit_overlap_ = true;
-  unsigned commit_lock_wait_s_ = 2;  // the commit thread's wait for the backup commit lock
   /* close_batch_to_writes(): the open batch takes no more writes (until end_batch()). */
   bool writes_closed_ = false;
   uint64_t writes_refused_closed_ = 0;

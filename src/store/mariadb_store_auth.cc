@@ -283,11 +283,11 @@ Store_status Mariadb_store::check_table_visible(Mariadb_principal &p, const Tabl
 Store_status Mariadb_store::authorize(Open_index &idx, uint8_t want) {
   Mariadb_principal &p = static_cast<Mariadb_principal &>(*idx.principal_);
   const uint64_t now = monotonic_ms();
-  if (now - p.refreshed_ms >= privilege_check_interval_ms_) {
+  if (now - p.refreshed_ms >= cfg_.privilege_check_interval_ms) {
     p.valid = rebuild_context(p);
     p.refreshed_ms = now;
   }
-  if (now - idx.privileges_checked_ms_ >= privilege_check_interval_ms_) {
+  if (now - idx.privileges_checked_ms_ >= cfg_.privilege_check_interval_ms) {
     idx.granted_ = idx.denied_ = 0;
     idx.privileges_checked_ms_ = now;
   }

@@ -177,7 +177,7 @@ Store_status Mariadb_store::after_attempt(const Lane_call &call, Store_status st
     if (!row_waits_.empty() && requester_) row_waits_.erase(requester_);
     return st;
   }
-  if (!requester_ || !lock_queue_sessions_) return st;
+  if (!requester_ || !cfg_.lock_queue_sessions) return st;
   /* A modify that returns the rows it changed sends them through the caller's sink, which may
      refuse them (too large) after the job committed the change: such requests keep being retried
      here. */
@@ -187,13 +187,13 @@ Store_status Mariadb_store::after_attempt(const Lane_call &call, Store_status st
   auto ins = row_waits_.try_emplace(requester_, Row_wait{fp, now});
   Row_wait &w = ins.first->second;
   if (!ins.second && w.fp != fp) w = Row_wait{fp, now};
-  if (now - w.since_ms < lock_queue_after_ms_) return st;
+  if (now - w.since_ms < cfg_.lock_queue_after_ms) return st;
   size_t running = 0;
   for (const auto &j : lane_jobs_) {
     if (j->requester == requester_) return st;
     running += !j->done.load(std::memory_order_acquire);
   }
-  if (running >= lock_queue_sessions_) return st;  // the worker goes on trying it
+  if (running >= cfg_.lock_queue_sessions) return st;  // the worker goes on trying it
   if (!lane_submit(call, fp, w.since_ms)) return st;
   counters_.add(counters_.lock_queued);
   return Store_status::of(Store_errc::lock_queued);
@@ -215,7 +215,7 @@ bool Mariadb_store::lane_submit(const Lane_call &call, uint64_t fp, uint64_t sin
   j.filter_columns = join_names(idx.filter_names_);
   j.unique_on_first_column = idx.unique_on_first_column_;
   j.principal = idx.principal_;
-  j.deadline_ms = since_ms + lock_wait_timeout_ms_;
+  j.deadline_ms = since_ms + cfg_.lock_wait_timeout_ms;
   j.notify_fd = notify_fd_;
   switch (call.kind) {
     case Lane_kind::insert:
@@ -312,8 +312,7 @@ void Mariadb_store::lane_run(Lane_job &job) const {
     }
     /* One attempt: a store of its own (its tables, its THDs, its metadata locks), which waits for
        a row lock up to a second, then commits here; everything released after it. */
-    Mariadb_store lane(job.counters, privilege_check_interval_ms_, max_batch_rows_, false, ddl_check_interval_ms_,
-                       lock_wait_timeout_ms_);
+    Mariadb_store lane(job.counters, cfg_, false);
     if (!lane.attach(kName, charset_.c_str()) || !set_row_lock_wait(lane.thd_, 1)) {
       errc = Store_errc::server_shutdown;
       message = "cannot start a lock-queue session";

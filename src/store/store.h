@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/config.h"
 #include "common/query.h"
 
 namespace tablesocket {
@@ -387,13 +388,10 @@ bool wait_for_server_start(const std::atomic<bool> &stop);
 /* tablesocket_galera_writes: on a Galera node, replicate writes (true) or refuse them (false). */
 void set_galera_writes(bool on);
 
-/* Creates the MariaDB-backed store for the calling worker thread (attaches a THD to it).
-   Returns nullptr and logs when the thread cannot be set up. */
-std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name,
-                                          const char *charset, unsigned privilege_check_interval_ms,
-                                          uint64_t max_batch_rows, bool commit_overlap,
-                                          unsigned ddl_check_interval_ms, unsigned lock_wait_timeout_ms,
-                                          unsigned lock_queue_after_ms, unsigned lock_queue_sessions);
+/* Creates the MariaDB-backed store for the calling worker thread (attaches a THD to it), with
+   cfg's character set, commit overlap and limits (cfg must outlive it: its Live<> limits are read
+   as they apply). Returns nullptr and logs when the thread cannot be set up. */
+std::unique_ptr<Store> make_mariadb_store(Counters &counters, const char *thread_name, const Config &cfg);
 
 }  // namespace tablesocket
 #endif

@@ -1,0 +1,179 @@
+"""Dynamic system variables: limits and timeouts change with SET GLOBAL, without a restart.
+
+  * information_schema.SYSTEM_VARIABLES lists exactly the documented variables as dynamic
+    (READ_ONLY = NO) and the rest (ports, threads, TLS files, security switches) as read-only; a
+    SET GLOBAL of a read-only one fails with the server's own error;
+  * a new value reaches connections that are already open: a lower tablesocket_max_request_size
+    refuses the next long line of an open HandlerSocket connection, a lower
+    tablesocket_idle_timeout closes an idle one, a lower tablesocket_lock_wait_timeout ends the
+    next lock wait sooner, a lower tablesocket_mc_max_value_size refuses a memcached set (and
+    `stats settings` shows it), a lower tablesocket_max_connections refuses the next connection;
+  * out-of-range values are clamped as MariaDB clamps its own, and setting a value back restores
+    the behaviour.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import ts_harness as h
+from ts_mc import McConn
+
+pytestmark = pytest.mark.tablesocket_only("tablesocket's system variables")
+
+DYNAMIC = {
+    "tablesocket_auth_log_interval", "tablesocket_commit_rejoin_wait", "tablesocket_ddl_check_interval",
+    "tablesocket_idle_timeout", "tablesocket_lock_queue_after", "tablesocket_lock_queue_sessions",
+    "tablesocket_lock_wait_timeout", "tablesocket_login_timeout", "tablesocket_max_batch_rows",
+    "tablesocket_max_buffer_memory", "tablesocket_max_connections", "tablesocket_max_open_indexes",
+    "tablesocket_max_output_buffer", "tablesocket_max_request_size", "tablesocket_max_requests_per_batch",
+    "tablesocket_max_tokens", "tablesocket_max_turn_rows", "tablesocket_max_user_connections",
+    "tablesocket_mc_idle_timeout", "tablesocket_mc_max_range_rows", "tablesocket_mc_max_value_size",
+    "tablesocket_output_high_water", "tablesocket_privilege_check_interval", "tablesocket_tls_handshake_timeout",
+    "tablesocket_tls_reload",  # a trigger, not a setting
+}
+
+
+@pytest.fixture(scope="module")
+def srv(request):
+    with h.private_server(request, "settings", ["--tablesocket-threads=1"]) as s:
+        s.exec_sql("CREATE TABLE st (k int primary key, v varchar(4000)) ENGINE=InnoDB")
+        s.executemany("INSERT INTO st VALUES (%s, %s)", [(k, f"v{k}") for k in range(1, 11)])
+        yield s
+
+
+class Setting:
+    """SET GLOBAL name = value for a with-block; the previous value afterwards."""
+
+    def __init__(self, srv, name: str, value):
+        self.srv, self.name, self.value = srv, name, value
+
+    def __enter__(self):
+        self.old = h.variable(self.srv, self.name)
+        self.srv.exec_sql(f"SET GLOBAL {self.name} = {self.value}")
+        return self
+
+    def __exit__(self, *exc):
+        self.srv.exec_sql(f"SET GLOBAL {self.name} = {self.old}")
+
+
+def test_which_variables_are_dynamic(srv):
+    rows = srv.sql("SELECT LOWER(VARIABLE_NAME), READ_ONLY FROM information_schema.SYSTEM_VARIABLES "
+                   "WHERE VARIABLE_NAME LIKE 'TABLESOCKET\\_%'", db=None)
+    seen = {name: ro for name, ro in rows}
+    assert {n for n, ro in seen.items() if ro == "NO"} == DYNAMIC
+    assert "tablesocket_hs_port" in seen and seen["tablesocket_hs_port"] == "YES"
+    for name in ("tablesocket_hs_port", "tablesocket_threads", "tablesocket_require_auth",
+                 "tablesocket_character_set", "tablesocket_max_connections_per_host"):
+        with pytest.raises(Exception) as e:
+            srv.exec_sql(f"SET GLOBAL {name} = DEFAULT")
+        assert "read only variable" in str(e.value), (name, e.value)
+    # Every dynamic setting takes its own current value back (the update path runs for each).
+    for name in sorted(DYNAMIC - {"tablesocket_tls_reload"}):
+        old = h.variable(srv, name)
+        srv.exec_sql(f"SET GLOBAL {name} = {old}")
+        assert h.variable(srv, name) == old
+
+
+def test_out_of_range_values_are_clamped(srv):
+    holder = h.hs_open(srv.hs_port, "st", "k,v")
+    try:
+        with Setting(srv, "tablesocket_max_connections", 0):
+            assert h.variable(srv, "tablesocket_max_connections") == "1"
+            # The open connection goes on; nobody new gets in.
+            assert holder.request("1\t=\t1\t1\n") == b"0\t2\t1\tv1\n"
+            extra = h.HSConn(srv.hs_port)
+            try:
+                assert extra.recv_line(timeout=5) == b"1\t1\ttoomanyconnections\n"
+            finally:
+                extra.close()
+    finally:
+        holder.close()
+    assert h.variable(srv, "tablesocket_max_connections") == "10000"
+    c = h.hs_open(srv.hs_port, "st", "k,v")
+    try:
+        assert c.request("1\t=\t1\t1\n") == b"0\t2\t1\tv1\n"
+    finally:
+        c.close()
+
+
+def test_a_lower_request_size_applies_to_an_open_connection(srv):
+    c = h.hs_open(srv.hs_port, "st", "k,v")
+    long_line = "1\t=\t1\t" + "9" * 3000 + "\n"
+    try:
+        assert c.request(long_line).startswith(b"0\t2")  # a 3 kB line is fine under 1 MiB
+        with Setting(srv, "tablesocket_max_request_size", 1024):
+            assert c.request("1\t=\t1\t2\n") == b"0\t2\t2\tv2\n"
+            c.send(long_line)
+            assert c.recv_line(timeout=5) == b"2\t1\ttoolong\n"
+            assert h.wait_closed(c, 5) is not None
+        c2 = h.hs_open(srv.hs_port, "st", "k,v")
+        try:
+            assert c2.request(long_line).startswith(b"0\t2")  # back to 1 MiB
+        finally:
+            c2.close()
+    finally:
+        c.close()
+
+
+def test_a_shorter_idle_timeout_closes_an_open_idle_connection(srv):
+    idle = h.hs_open(srv.hs_port, "st", "k,v")
+    busy = h.hs_open(srv.hs_port, "st", "k,v")
+    try:
+        assert idle.request("1\t=\t1\t3\n") == b"0\t2\t3\tv3\n"
+        with Setting(srv, "tablesocket_idle_timeout", 1):
+            t0 = time.monotonic()
+            closed = None
+            while time.monotonic() - t0 < 5:
+                assert busy.request("1\t=\t1\t4\n") == b"0\t2\t4\tv4\n", "a busy connection was closed"
+                if h.closed_now(idle):
+                    closed = time.monotonic() - t0
+                    break
+                time.sleep(0.1)
+            assert closed is not None, "the idle connection was not closed after SET GLOBAL tablesocket_idle_timeout = 1"
+            print(f"closed {closed:.2f} s after the SET")
+        assert h.variable(srv, "tablesocket_idle_timeout") == "600"
+        time.sleep(1.5)
+        assert not h.closed_now(busy), "closed after the timeout went back to 600 s"
+    finally:
+        idle.close()
+        busy.close()
+
+
+def test_a_lower_lock_wait_timeout_ends_the_next_wait_sooner(srv):
+    w = h.hs_open(srv.hs_port_wr, "st", "v")
+    sql = h.sql_conn(srv, autocommit=False)
+    try:
+        with Setting(srv, "tablesocket_lock_wait_timeout", 700):
+            with sql.cursor() as cur:
+                cur.execute("SELECT * FROM st WHERE k = 5 FOR UPDATE")
+            t0 = time.monotonic()
+            w.send("1\t=\t1\t5\t1\t0\tU\tlocked\n")
+            assert w.recv_line(timeout=10) == b"1\t1\tlock_wait_timeout\n"
+            waited = time.monotonic() - t0
+            print(f"lock_wait_timeout=700 ms answered after {waited:.3f} s")
+            assert 0.6 <= waited <= 3.0, waited
+            sql.rollback()
+            assert w.request("1\t=\t1\t5\t1\t0\tU\tv5\n") == b"0\t1\t1\n"  # the connection goes on
+    finally:
+        sql.rollback()
+        sql.close()
+        w.close()
+
+
+def test_a_lower_memcached_value_size_refuses_a_set_and_shows_in_stats(srv):
+    c = McConn(srv.mc_port)
+    try:
+        c.request(b"set dyn:k 0 0 3000\r\n" + b"a" * 3000 + b"\r\n", b"STORED\r\n")
+        with Setting(srv, "tablesocket_mc_max_value_size", 2048):
+            c.send(b"stats settings\r\n")
+            assert b"STAT item_size_max 2048\r\n" in c.recv_until(b"END\r\n")
+            c.request(b"set dyn:k 0 0 3000\r\n" + b"b" * 3000 + b"\r\n",
+                      b"SERVER_ERROR object too large for cache\r\n")
+            c.request(b"set dyn:s 0 0 2000\r\n" + b"c" * 2000 + b"\r\n", b"STORED\r\n")
+        c.request(b"set dyn:k 0 0 3000\r\n" + b"d" * 3000 + b"\r\n", b"STORED\r\n")
+        c.request(b"get dyn:k\r\n", b"VALUE dyn:k 0 3000\r\n" + b"d" * 3000 + b"\r\nEND\r\n")
+    finally:
+        c.close()
