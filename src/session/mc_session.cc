@@ -646,6 +646,7 @@ Session_outcome Mc_session::run_text(Byte_buffer &in, Byte_buffer &out, unsigned
     if (e == Exec::park) return Session_outcome::parked;
     parked_ = false;
     lock_wait_over();
+    if (e == Exec::more) return Session_outcome::yielded;  // parsed again from `in` when it goes on
     in.consume(parked_len_);
     ++done;
     if (e == Exec::close) return Session_outcome::close;
@@ -692,6 +693,7 @@ Session_outcome Mc_session::run_text(Byte_buffer &in, Byte_buffer &out, unsigned
       return Session_outcome::parked;
     }
     lock_wait_over();
+    if (e == Exec::more) return Session_outcome::yielded;  // the rest once the client has read
     in.consume(pr.consumed);
     ++done;
     if (e == Exec::close) return Session_outcome::close;
@@ -784,6 +786,19 @@ Mc_session::Exec Mc_session::execute(const Mc_request &rq, Byte_buffer &out) {
 }
 
 Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
+  Exec e = exec_get_part(rq, out);
+  if (e != Exec::more && e != Exec::park) get_resume_ = 0;  // answered whole (or given up)
+  return e;
+}
+
+/* A get's keys from get_resume_ on. A plain get/gets whose values pass output_high_water is
+   answered in parts, as memcached streams a large multiget: the values found so far are written
+   and the request runs again from the next key once the client has read them (other connections
+   are served meanwhile), so a multiget's reply is bounded by the client's reading, not by
+   tablesocket_max_output_buffer; a lock wait re-runs only the part not yet written. gat/gats
+   touch and answer all their keys at once (their repeated keys are answered once when the touch
+   ends the item, which parts could not see), within tablesocket_max_output_buffer. */
+Mc_session::Exec Mc_session::exec_get_part(const Mc_request &rq, Byte_buffer &out) {
   const bool with_cas = rq.command == Mc_command::gets || rq.command == Mc_command::gats;
   const bool touch = rq.command == Mc_command::gat || rq.command == Mc_command::gats;
   if (answers_discarded && !touch &&
@@ -796,7 +811,9 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
   owner.clear();
   size_t gathered = 0;                   // reply bytes so far
   uint64_t asked = 0, found = 0;         // for stats: keys asked for and found (a range: its rows)
-  for (std::string_view key : rq.keys) {
+  size_t next = rq.keys.size();          // the first key not answered in this part
+  for (size_t ki = get_resume_ < rq.keys.size() ? get_resume_ : 0; ki < rq.keys.size(); ++ki) {
+    std::string_view key = rq.keys[ki];
     std::string_view row_key;
     Store_status st;
     Open_container *oc = resolve(key, &row_key, &st);
@@ -836,6 +853,10 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
       mc::encode_server_error(out, "reply too large (tablesocket_max_output_buffer)");
       return Exec::done;
     }
+    if (!touch && gathered + out.size() >= cfg_.output_high_water && ki + 1 < rq.keys.size()) {
+      next = ki + 1;
+      break;
+    }
   }
   if (touch) {
     const int64_t expiry = absolute_expiry(rq.exptime);
@@ -869,9 +890,13 @@ Mc_session::Exec Mc_session::exec_get(const Mc_request &rq, Byte_buffer &out) {
   for (auto &it : items_)
     mc::encode_value(out, it.reply_key.empty() ? it.key : it.reply_key, it.flags, it.value, with_cas,
                      with_cas ? cas_of(it) : 0);
-  mc::encode_reply(out, Mc_reply::end);
   counters_.add(counters_.rows_read, items_.size());
   count_reads(touch, asked, found);
+  if (next < rq.keys.size()) {
+    get_resume_ = next;
+    return Exec::more;
+  }
+  mc::encode_reply(out, Mc_reply::end);
   return Exec::done;
 }
 

@@ -43,7 +43,9 @@ class Mc_session final : public Session {
   }
 
  private:
-  enum class Exec : uint8_t { done, park, close };
+  /* more: part of the reply was written (a text get whose values pass output_high_water); the
+     request stays in the input and runs again, from where it stopped, once the client has read. */
+  enum class Exec : uint8_t { done, park, close, more };
   /* The key of a row in the stale/win table: its table and its key. */
   static std::string token_key(const Mc_container &def, std::string_view row_key) {
     std::string k = def.db;
@@ -87,6 +89,7 @@ class Mc_session final : public Session {
 
   Exec execute(const mc::Mc_request &rq, Byte_buffer &out);
   Exec exec_get(const mc::Mc_request &rq, Byte_buffer &out);
+  Exec exec_get_part(const mc::Mc_request &rq, Byte_buffer &out);
   Exec exec_store(const mc::Mc_request &rq, Byte_buffer &out);
   Exec exec_simple_write(const mc::Mc_request &rq, Byte_buffer &out);
   Exec exec_flush(const mc::Mc_request &rq, Byte_buffer &out);
@@ -195,6 +198,7 @@ class Mc_session final : public Session {
   std::vector<std::string> spare_values_;  // value buffers of earlier items, reused
   Captured_rows capture_;                  // rows of the current lookup, reused
   std::vector<Open_container *> owners_;   // exec_get: the container of each item
+  size_t get_resume_ = 0;  // exec_get: the key a get answered in parts goes on from (0: none pending)
   std::string config_error_;  // backs Store_status::message for configuration errors
 };
 

@@ -467,6 +467,34 @@ def test_a_too_large_value_is_refused_and_its_data_skipped(mc, key):
 
 
 @on_targets()
+def test_a_multiget_larger_than_the_output_buffer_is_streamed(mc, key):
+    """30 values of 900 kB (27 MB, over tablesocket_max_output_buffer's 16 MiB) in one get and one
+    gets: every value comes, in order, then END, as memcached streams them; meanwhile another
+    connection is answered, and the reply is read slowly at first (the server waits for the
+    client rather than buffering it all)."""
+    c, other = mc(), mc()
+    keys = [key(f"big{i}") for i in range(30)]
+    values = {k: (b"%02d" % i) * 450_000 for i, k in enumerate(keys)}
+    for k in keys:
+        c.request(b"set %s 0 0 %d\r\n%s\r\n" % (k.encode(), len(values[k]), values[k]), b"STORED\r\n")
+    small = key("small")
+    other.set(small, b"s")
+    for cmd in (b"get", b"gets"):
+        c.send(cmd + b" " + b" ".join(k.encode() for k in keys) + b"\r\n")
+        time.sleep(0.3)  # the client reads nothing for a while
+        other.request(f"get {small}\r\n", value_reply(small, b"s") + b"END\r\n")
+        for k in keys:
+            head = c.recv_line(timeout=30)
+            parts = head.split()
+            assert parts[:4] == [b"VALUE", k.encode(), b"0", str(len(values[k])).encode()], head[:200]
+            assert len(parts) == (5 if cmd == b"gets" else 4), head
+            assert c.read_exact(len(values[k]) + 2, timeout=30) == values[k] + b"\r\n"
+        assert c.recv_line(timeout=30) == b"END\r\n"
+    c.request(f"get {small}\r\n", value_reply(small, b"s") + b"END\r\n")  # still in step
+    c.assert_silent()
+
+
+@on_targets()
 def test_a_too_large_set_removes_the_old_item(mc, key):
     c = mc()
     k, k2 = key("set"), key("ms")
