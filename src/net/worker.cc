@@ -856,12 +856,20 @@ void Worker::end_batch(bool force) {
      write_waiters_ for it to end): a commit can wait long, at BACKUP STAGE BLOCK_COMMIT for as
      long as mariabackup holds it, and the worker goes on serving reads meanwhile rather than wait
      with them (a read of a row the open batch wrote waits, as its writer does, for the commit: so
-     the sooner the batch stops taking writes, the fewer such reads). Only a spent row budget
-     makes the worker wait. */
+     the sooner the batch stops taking writes, the fewer such reads). A spent row budget makes
+     the worker wait, for kInlineCommitWaitMs at most: a commit that takes longer (a binary log
+     waiting for disk space) gets the batch a fresh budget, closed to writes, and its reads go on,
+     as SQL's reads go on while SQL's commits wait. */
   bool reaped = false, lost_before = false;
   if (store.commit_in_flight()) {
-    const bool must_wait = force || (store.batch_wrote() && store.batch_budget_spent());
-    reaped = store.reap_commit(must_wait, &lost_before);
+    const bool budget_spent = store.batch_wrote() && store.batch_budget_spent();
+    /* Waited for once: a batch already closed to writes sits behind a commit that takes long. */
+    const unsigned wait_ms = force ? Store::kWaitForever : budget_spent && !batch_closed_ ? Store::kInlineCommitWaitMs : 0;
+    reaped = store.reap_commit(wait_ms, &lost_before);
+    if (!reaped && budget_spent) {
+      store.renew_batch_budget();
+      batch_closed_ = true;
+    }
     if (!reaped && store.batch_wrote()) {
       if (!batch_open_) {
         batch_open_ = true;

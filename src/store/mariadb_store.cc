@@ -185,7 +185,7 @@ Mariadb_store::~Mariadb_store() {
   if (thd_) {
     end_batch(false);
     bool lost;
-    if (in_flight_) reap_commit(true, &lost);
+    if (in_flight_) reap_commit(kWaitForever, &lost);
     if (committer_) committer_->stop();
     attach_thd(owner_);
     for (auto &s : slots_)
@@ -655,8 +655,8 @@ bool Mariadb_store::end_batch(bool nobody_waiting) {
      nobody is waiting to be served and the lock is ours: a backup must not hold the worker. */
   const bool can = can_hand_off() && !batch_lost_writes_;
   const bool got = can && take_commit_lock().ok() && commit_lock_.ticket;
-  const bool here = got && nobody_waiting;
-  const bool hand_off = can && !here;
+  const bool wait_here = got && nobody_waiting;  // the worker waits for it, up to kInlineCommitWaitMs
+  const bool hand_off = can;
   if (hand_off && got) thd_->backup_commit_lock = nullptr;  // the commit thread points it at its own request
   /* A replicated batch: its THD takes over the written tables' locks and they are closed after the
      unlock below (see galera_take_table_locks). */
@@ -696,8 +696,16 @@ bool Mariadb_store::end_batch(bool nobody_waiting) {
     thd_ = batch_thds_[cur_];
     attach_thd(thd_);
     in_flight_ = true;
-    counters_.add(counters_.commits_overlapped);
     committer_->submit(committing, backup_locks, batch_wrote_, notify_fd_);
+    if (wait_here && committer_->wait_for(kInlineCommitWaitMs)) {
+      /* Done as if committed here (the worker served no one meanwhile), but a commit that hangs
+         (a binary log waiting for disk space, a disk that stalls) would not have held the worker:
+         past the wait it goes on as a handed-off commit. */
+      in_flight_ = false;
+      if (committer_->wait()) batch_lost_writes_ = true;
+      return false;
+    }
+    counters_.add(counters_.commits_overlapped);
     return true;
   }
   /* Here: nothing written (a read-only transaction ends, nothing to wait for), or an engine
@@ -713,12 +721,19 @@ void Mariadb_store::wait_commit_done() {
   if (in_flight_) committer_->wait();
 }
 
-bool Mariadb_store::reap_commit(bool wait, bool *lost) {
+bool Mariadb_store::reap_commit(unsigned wait_ms, bool *lost) {
   if (!in_flight_) return false;
-  if (!wait && !committer_->done()) return false;
+  if (wait_ms != kWaitForever && !(wait_ms ? committer_->wait_for(wait_ms) : committer_->done())) return false;
   *lost = committer_->wait();
   in_flight_ = false;
   return true;
+}
+
+void Mariadb_store::renew_batch_budget() {
+  if (!in_batch_) return;
+  writes_closed_ = true;
+  rows_examined_ = 0;
+  batch_full_ = false;  // what filled the binary log cache waits for the next batch anyway
 }
 
 /* ---- the commit thread ---- */
@@ -780,6 +795,14 @@ bool Commit_thread::wait() {
   return lost_;
 }
 
+bool Commit_thread::wait_for(unsigned ms) {
+  std::unique_lock<std::mutex> lk(m_);
+  waiting_ = true;
+  const bool done = cv_.wait_for(lk, std::chrono::milliseconds(ms), [this] { return !busy_; });
+  waiting_ = false;
+  return done;
+}
+
 void Commit_thread::run() {
   const bool failed = my_thread_init();
   std::unique_lock<std::mutex> lk(m_);
@@ -838,7 +861,7 @@ void Commit_thread::run() {
     thd_ = nullptr;
     lost_ = lost;
     busy_ = false;
-    const int fd = notify_fd_;
+    const int fd = waiting_ ? -1 : notify_fd_;  // a waiter in wait_for() takes it from here
     lk.unlock();
     cv_.notify_all();
     if (fd >= 0) {

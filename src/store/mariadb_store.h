@@ -121,6 +121,10 @@ class Commit_thread {
      than hold the uninstall up for tablesocket_lock_wait_timeout. */
   void abort_lock_wait();
   bool wait();                 // waits until done(); returns whether its writes were lost
+  /* Waits up to ms for the submitted commit; true if it is done. While this waits, the commit's
+     end is told through the condition variable only (not the notify fd): a wait that succeeds
+     leaves no wake-up behind for the worker's poll. */
+  bool wait_for(unsigned ms);
  private:
   void run();
   std::mutex m_;
@@ -128,6 +132,7 @@ class Commit_thread {
   std::thread thread_;
   bool started_ = false, init_failed_ = false;
   bool stop_ = false, busy_ = false, lost_ = false;
+  bool waiting_ = false;  // wait_for() is waiting: the commit's end needs no notify fd write
   THD *thd_ = nullptr;
   MDL_ticket *backup_locks_[kBackupLocks] = {};
   bool wrote_ = false;
@@ -206,7 +211,8 @@ class Mariadb_store final : public Store {
   bool in_batch() const override { return in_batch_; }
   bool batch_wrote() const override { return in_batch_ && batch_wrote_; }
   bool commit_in_flight() const override { return in_flight_; }
-  bool reap_commit(bool wait, bool *lost) override;
+  bool reap_commit(unsigned wait_ms, bool *lost) override;
+  void renew_batch_budget() override;
   void set_commit_notify(int fd) override { notify_fd_ = fd; }
   void yield_to_ddl() override;
   bool killed() override;

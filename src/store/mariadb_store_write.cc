@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "mysys_err.h"  // EE_WRITE
 #include "sql_cache.h"
 #include "sql_update.h"  // compare_record()
 
@@ -247,9 +248,11 @@ bool Mariadb_store::missing_required_values(TABLE *t, bool raise) {
 }
 
 bool Mariadb_store::binlog_cache_full() {
-  /* The batch's binary log cache would pass max_binlog_cache_size with this request's rows, but
-     not without the other requests' before it: the request runs again in the next batch (the
-     worker ends this one), as SQL would have run it in a transaction of its own. */
+  /* The batch's binary log cache would pass max_binlog_cache_size with this request's rows, or
+     could not spill past binlog_cache_size into a temporary file (tmpdir full), but not without
+     the other requests' before it: the request runs again in the next batch (the worker ends this
+     one), as SQL would have run it in a transaction of its own. Where it fails alone it fails
+     with the server's message, as SQL's statement does. */
   if (!batch_wrote_ || !binlog_cache_error()) return false;
   batch_full_ = true;
   return true;
@@ -257,7 +260,14 @@ bool Mariadb_store::binlog_cache_full() {
 
 bool Mariadb_store::binlog_cache_error() const {
   const Diagnostics_area *da = thd_->get_stmt_da();
-  return da->is_error() && (da->sql_errno() == ER_TRANS_CACHE_FULL || da->sql_errno() == ER_STMT_CACHE_FULL);
+  if (!da->is_error()) return false;
+  const unsigned e = da->sql_errno();
+  if (e == ER_TRANS_CACHE_FULL || e == ER_STMT_CACHE_FULL) return true;
+  /* The cache's temporary file could not be created or written (tmpdir full or gone: "Error
+     writing file '<tmpdir>/#sql/fd=..'", mysys's EE_WRITE, or EE_CANTCREATEFILE): a row write
+     raises these only through the binary log's cache. */
+  return (e == EE_WRITE || e == EE_CANTCREATEFILE || e == ER_ERROR_ON_WRITE || e == ER_CANT_CREATE_FILE) &&
+         mysql_bin_log.is_open();
 }
 
 bool Mariadb_store::end_write(Table_slot &s, bool ok) {

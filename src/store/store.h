@@ -280,11 +280,13 @@ class Store {
      (commit overlap, a batch that wrote): the next batch can run at once, and reap_commit() gives
      the outcome once the commit is durable; replies to the batch's writes wait for it. One commit
      is in flight at a time: reap it (waiting) before ending another batch that wrote.
-     nobody_waiting: no one waits to be served meanwhile (no reads lately), so a batch that wrote
-     is committed by the caller itself when it can take the backup commit lock at once, rather
-     than handed off: while it waits for its fsync the writers answered before it send their next
-     writes, and they all meet in the next batch (one group, about half the commits and context
-     switches of two groups taking turns). */
+     nobody_waiting: no one waits to be served meanwhile (no reads lately), so when the backup
+     commit lock is free at once the caller waits for a batch that wrote to commit (on the commit
+     thread, up to kInlineCommitWaitMs) rather than go on: while it waits for its fsync the
+     writers answered before it send their next writes, and they all meet in the next batch (one
+     group, about half the commits and context switches of two groups taking turns). A commit
+     that takes longer (a disk that stalls, a binary log waiting for disk space) is left to run
+     as a handed-off one (true is returned), so the worker serves whoever comes meanwhile. */
   virtual bool end_batch(bool nobody_waiting) = 0;
   /* After end_batch() returned false: true when the batch's commit failed, so writes already
      answered as done in this batch were rolled back. The connections that wrote in it must be
@@ -300,10 +302,18 @@ class Store {
   /* The current batch has written (its end_batch() may hand the commit off). */
   virtual bool batch_wrote() const = 0;
   virtual bool commit_in_flight() const = 0;
-  /* The outcome of the commit end_batch() handed off: false while it runs (with wait, blocks until
-     it is done instead); true once done, with *lost true when its writes were rolled back (their
-     connections must be closed unanswered). */
-  virtual bool reap_commit(bool wait, bool *lost) = 0;
+  /* The outcome of the commit end_batch() handed off: false while it runs (waiting for it up to
+     wait_ms first; kWaitForever: until it is done); true once done, with *lost true when its
+     writes were rolled back (their connections must be closed unanswered). */
+  static constexpr unsigned kWaitForever = ~0u;
+  /* How long a worker with nobody else to serve waits for its batch's commit (end_batch), and
+     for the commit before a batch that spent its row budget (then renew_batch_budget()). */
+  static constexpr unsigned kInlineCommitWaitMs = 100;
+  virtual bool reap_commit(unsigned wait_ms, bool *lost) = 0;
+  /* The open batch, which wrote, has spent its row budget but cannot end while the commit before
+     it runs (and that commit takes long): it takes no more writes and gets a fresh row budget,
+     so its reads go on rather than the worker wait for the commit. */
+  virtual void renew_batch_budget() = 0;
   /* An eventfd the commit thread writes 1 to whenever a handed-off commit is done. */
   virtual void set_commit_notify(int fd) = 0;
   /* Between batches: closes tables that DDL or FLUSH TABLES is waiting for, and tables no open

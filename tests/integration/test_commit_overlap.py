@@ -1092,3 +1092,100 @@ def test_an_online_rebuild_loses_no_acknowledged_write(request):
         assert alters[0] >= 10, alters
         rows = {int(k): int(v) for k, v in s.sql("SELECT id, n FROM rb")}
         assert rows == acked, f"acknowledged {acked}, in the table {rows} ({alters[0]} rebuilds)"
+
+
+@pytest.fixture(scope="module")
+def srv_binlog(request):
+    with h.private_server(request, "overlap-binlog", ["--tablesocket-threads=1", "--log-bin=binlog",
+                                                      "--server-id=1", "--sync-binlog=1"]) as s:
+        yield s
+
+
+@contextlib.contextmanager
+def _slow_commits(s, seconds: float):
+    """Every binary log group commit waits `seconds` for more transactions to join it
+    (binlog_commit_wait_count/usec): a commit that hangs, as one waiting for disk space for the
+    binary log does (MariaDB retries that once a minute)."""
+    s.exec_sql("SET GLOBAL binlog_commit_wait_count = 1000")
+    s.exec_sql(f"SET GLOBAL binlog_commit_wait_usec = {int(seconds * 1e6)}")
+    try:
+        yield
+    finally:
+        s.exec_sql("SET GLOBAL binlog_commit_wait_count = 0")
+        s.exec_sql("SET GLOBAL binlog_commit_wait_usec = 100000")
+
+
+def test_a_lone_writers_hanging_commit_does_not_hold_up_readers(srv_binlog):
+    """With nobody else active the worker waits for a lone writer's commit rather than go on (one
+    commit per write, no thread switches for others), but only for 100 ms: before, it committed
+    inline, and a commit that hung (the binary log waiting for disk space) held every client of
+    the worker, new or idle ones, for as long as it hung."""
+    s = srv_binlog
+    _table(s, "hang1")
+    w = h.hs_open(s.hs_port_wr, "hang1", "k,v")
+    r = h.hs_open(s.hs_port, "hang1", "k,v")
+    try:
+        _insert_ten(w)  # commits are fast: waited for, not overlapped
+        time.sleep(0.3)  # the reader is idle (not counted as active)
+        with _slow_commits(s, 2.0):
+            t0 = time.monotonic()
+            w.send("1\t+\t2\t2001\thanging\n")
+            time.sleep(0.2)
+            t1 = time.monotonic()
+            assert r.request("1\t=\t1\t2\n") == b"0\t2\t2\tv2\n"
+            read_took = time.monotonic() - t1
+            fresh = h.hs_open(s.hs_port, "hang1", "k,v")  # a new client too
+            assert fresh.request("1\t=\t1\t3\n") == b"0\t2\t3\tv3\n"
+            fresh.close()
+            assert w.recv_line(timeout=10) == b"0\t1\n"
+            write_took = time.monotonic() - t0
+        print(f"read during the hanging commit {read_took * 1000:.0f} ms, the write {write_took:.2f} s")
+        assert write_took >= 1.5, "the commit did not hang: the test proves nothing"
+        assert read_took < 1.0, f"a read waited {read_took:.2f} s for another client's commit"
+        assert s.sql("SELECT v FROM hang1 WHERE k = 2001") == [("hanging",)]
+    finally:
+        w.close()
+        r.close()
+
+
+def test_reads_go_on_past_the_row_budget_while_the_commit_before_hangs(srv_binlog):
+    """A batch that wrote while the commit before it hangs cannot end; once its reads spent
+    tablesocket_max_batch_rows the worker used to wait for that commit, so readers hung as long as
+    the commit did (a helper filled the binary log's disk: every read of the worker timed out,
+    where SQL's reads went on). Now the batch gets a fresh budget, takes no more writes, and
+    reads go on."""
+    s = srv_binlog
+    _table(s, "hang2", rows=400)
+    w1 = h.hs_open(s.hs_port_wr, "hang2", "k,v")
+    w2 = h.hs_open(s.hs_port_wr, "hang2", "k,v")
+    r = h.hs_open(s.hs_port, "hang2", "k,v")
+    old_budget = h.variable(s, "tablesocket_max_batch_rows")
+    s.exec_sql("SET GLOBAL tablesocket_max_batch_rows = 100")
+    try:
+        with _slow_commits(s, 3.0):
+            assert r.request("1\t=\t1\t1\n") == b"0\t2\t1\tv1\n"  # the reader is active
+            t0 = time.monotonic()
+            w1.send("1\t+\t2\t3001\tfirst\n")      # its commit hangs
+            time.sleep(0.15)
+            w2.send("1\t+\t2\t3002\tsecond\n")     # written into the batch open behind it
+            slowest = 0.0
+            scans = 0
+            while time.monotonic() - t0 < 2.0:
+                t = time.monotonic()
+                reply = r.request("1\t>=\t1\t1\t150\t0\n", timeout=10)  # 150 rows: over the budget
+                slowest = max(slowest, time.monotonic() - t)
+                assert reply.startswith(b"0\t2\t1\tv1\t2\tv2\t"), reply[:80]
+                scans += 1
+            assert w1.recv_line(timeout=10) == b"0\t1\n"
+            assert w2.recv_line(timeout=10) == b"0\t1\n"
+            took = time.monotonic() - t0
+        print(f"{scans} scans of 150 rows during the hanging commit, slowest {slowest * 1000:.0f} ms; "
+              f"writes answered after {took:.2f} s")
+        assert took >= 2.5, "the commit did not hang: the test proves nothing"
+        assert slowest < 1.0, f"a scan waited {slowest:.2f} s for the commit"
+        assert scans >= 10
+        assert s.sql("SELECT k, v FROM hang2 WHERE k > 3000 ORDER BY k") == [("3001", "first"), ("3002", "second")]
+    finally:
+        s.exec_sql(f"SET GLOBAL tablesocket_max_batch_rows = {old_budget}")
+        for c in (w1, w2, r):
+            c.close()

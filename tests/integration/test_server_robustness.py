@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import random
 import selectors
+import shutil
 import socket
 import struct
 import subprocess
@@ -869,6 +870,37 @@ def test_writes_that_fit_max_binlog_cache_size_alone_are_not_failed_by_their_bat
             c.expect(b"STORED\r\n" * 12, timeout=30)
         finally:
             c.close()
+
+
+def test_writes_are_not_failed_by_their_batch_when_the_binlog_cache_cannot_spill_to_tmpdir(request):
+    """A batch's rows share one binary log cache, which spills past binlog_cache_size into a file
+    in tmpdir: with tmpdir full (a helper filled a tmpfs) or gone, 105 of 200 small pipelined
+    inserts failed with "Error writing file '<tmpdir>/#sql/fd=..' (Errcode: 28)" because of the
+    rows before them in their batch, where each alone (and SQL's autocommit INSERT) succeeds.
+    Such a write runs again in the next batch; one too big for the cache on its own still fails,
+    with the server's message, and nothing else is lost."""
+    with h.private_server(request, "binlog-tmpdir", ["--log-bin=binlog", "--server-id=1",
+                                                     "--binlog-cache-size=4096",
+                                                     "--tablesocket-threads=1"]) as s:
+        s.exec_sql("CREATE TABLE bt (id int primary key, v mediumtext) ENGINE=InnoDB")
+        shutil.rmtree(s.tmpdir)  # the cache's temporary files can no longer be created
+        try:
+            with h.hs_open(s.hs_port_wr, "bt", "id,v") as w:
+                burst = "".join(f"1\t+\t2\t{i}\t{'x' * 300}\n" for i in range(1, 201))
+                assert w.request(burst, timeout=30) == b"0\t1\n" * 200
+                big = w.request(f"1\t+\t2\t999\t{'y' * 60000}\n", timeout=10)
+                assert big.startswith(b"1\t1\t") and b"tmp" in big, big
+                assert w.request("1\t+\t2\t201\tafter\n", timeout=10) == b"0\t1\n"
+            c = McConn(s.mc_port)
+            try:
+                c.send(b"".join(b"set t%d 0 0 300\r\n%s\r\n" % (i, b"m" * 300) for i in range(60)))
+                c.expect(b"STORED\r\n" * 60, timeout=30)
+            finally:
+                c.close()
+        finally:
+            s.tmpdir.mkdir(parents=True, exist_ok=True)
+        assert s.sql("SELECT COUNT(*), SUM(id = 999) FROM bt") == [("201", "0")]
+        assert s.sql("SELECT COUNT(*) FROM kv WHERE k LIKE 't%'") == [("60",)]
 
 
 @pytest.mark.parametrize("lock,unlock", [
