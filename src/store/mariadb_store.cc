@@ -12,9 +12,11 @@
    try_acquire_lock, row locks with innodb_lock_wait_timeout=0): a busy table or row parks one
    request, never the worker. */
 #include "store/mariadb_store.h"
+
 #include "common/clock.h"
 #include "common/names.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -655,8 +657,13 @@ bool Mariadb_store::end_batch(bool nobody_waiting) {
      nobody is waiting to be served and the lock is ours: a backup must not hold the worker. */
   const bool can = can_hand_off() && !batch_lost_writes_;
   const bool got = can && take_commit_lock().ok() && commit_lock_.ticket;
-  const bool wait_here = got && nobody_waiting;  // the worker waits for it, up to kInlineCommitWaitMs
-  const bool hand_off = can;
+  /* Nobody to serve meanwhile: the worker commits the batch itself (no thread switches), unless
+     the commit may hang (commit_may_hang()); then it hands it off and waits for it, 100 ms at
+     most, past which it serves whoever comes while the commit goes on. */
+  const bool nobody = got && nobody_waiting;
+  const bool here = nobody && !commit_may_hang();
+  const bool wait_here = nobody && !here;
+  const bool hand_off = can && !here;
   if (hand_off && got) thd_->backup_commit_lock = nullptr;  // the commit thread points it at its own request
   /* A replicated batch: its THD takes over the written tables' locks and they are closed after the
      unlock below (see galera_take_table_locks). */
@@ -697,13 +704,14 @@ bool Mariadb_store::end_batch(bool nobody_waiting) {
     attach_thd(thd_);
     in_flight_ = true;
     committer_->submit(committing, backup_locks, batch_wrote_, notify_fd_);
-    if (wait_here && committer_->wait_for(kInlineCommitWaitMs)) {
-      /* Done as if committed here (the worker served no one meanwhile), but a commit that hangs
-         (a binary log waiting for disk space, a disk that stalls) would not have held the worker:
-         past the wait it goes on as a handed-off commit. */
-      in_flight_ = false;
-      if (committer_->wait()) batch_lost_writes_ = true;
-      return false;
+    if (wait_here) {
+      if (committer_->wait_for(kInlineCommitWaitMs)) {
+        /* Done as if committed here (the worker served no one meanwhile). */
+        in_flight_ = false;
+        if (committer_->wait()) batch_lost_writes_ = true;
+        return false;
+      }
+      slow_commit_until_ms_ = monotonic_ms() + kSlowCommitMemoryMs;
     }
     counters_.add(counters_.commits_overlapped);
     return true;
@@ -712,9 +720,27 @@ bool Mariadb_store::end_batch(bool nobody_waiting) {
      besides InnoDB took part, or overlap is off. Writes commit in batch order: the commit
      thread's (if any) first. */
   if (batch_wrote_) wait_commit_done();
+  const uint64_t started = here ? monotonic_ms() : 0;
   if (commit_thd(thd_, batch_wrote_, backup_locks)) batch_lost_writes_ = true;
+  if (here && monotonic_ms() - started >= kInlineCommitWaitMs)
+    slow_commit_until_ms_ = monotonic_ms() + kSlowCommitMemoryMs;  // it held the worker: not again soon
   galera_mdl_.clear();  // their tickets: released by commit_thd()
   return false;
+}
+
+bool Mariadb_store::commit_may_hang() {
+  const uint64_t now = coarse_monotonic_ms();
+  if (now < slow_commit_until_ms_) return true;
+  if (!mysql_bin_log.is_open() || !log_bin_basename) return false;
+  if (now - space_checked_ms_ >= 100) {
+    space_checked_ms_ = now;
+    std::string dir(log_bin_basename);
+    const size_t slash = dir.rfind('/');
+    dir = slash == std::string::npos ? std::string(".") : dir.substr(0, slash ? slash : 1);
+    struct statvfs fs;
+    binlog_space_low_ = statvfs(dir.c_str(), &fs) == 0 && uint64_t(fs.f_bavail) * fs.f_frsize < kBinlogSpaceLow;
+  }
+  return binlog_space_low_;
 }
 
 void Mariadb_store::wait_commit_done() {

@@ -303,6 +303,15 @@ class Mariadb_store final : public Store {
   /* Whether this batch's commit may run on the commit thread: it wrote, and every table it
      used is InnoDB (other engines keep per-handler transaction state a commit touches). */
   bool can_hand_off() const;
+  /* A commit might hang for long: the binary log's file system is nearly full (MariaDB then
+     waits for space, retrying once a minute: checked every 100 ms), or a commit held the worker
+     lately (a disk that stalls). The worker then never commits inline. */
+  bool commit_may_hang();
+  static constexpr uint64_t kBinlogSpaceLow = uint64_t(256) << 20;  // bytes free
+  static constexpr uint64_t kSlowCommitMemoryMs = 10000;
+  uint64_t slow_commit_until_ms_ = 0;
+  uint64_t space_checked_ms_ = 0;
+  bool binlog_space_low_ = false;
   /* Blocks until the handed-off commit (if any) finished, without taking its outcome. */
   void wait_commit_done();
   /* Makes owner_ the current THD for the scope (table opens and closes), then the batch's again. */

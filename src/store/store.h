@@ -281,12 +281,13 @@ class Store {
      the outcome once the commit is durable; replies to the batch's writes wait for it. One commit
      is in flight at a time: reap it (waiting) before ending another batch that wrote.
      nobody_waiting: no one waits to be served meanwhile (no reads lately), so when the backup
-     commit lock is free at once the caller waits for a batch that wrote to commit (on the commit
-     thread, up to kInlineCommitWaitMs) rather than go on: while it waits for its fsync the
-     writers answered before it send their next writes, and they all meet in the next batch (one
-     group, about half the commits and context switches of two groups taking turns). A commit
-     that takes longer (a disk that stalls, a binary log waiting for disk space) is left to run
-     as a handed-off one (true is returned), so the worker serves whoever comes meanwhile. */
+     commit lock is free at once a batch that wrote is committed before this returns, by the
+     caller itself, rather than handed off: while it waits for its fsync the writers answered
+     before it send their next writes, and they all meet in the next batch (one group, about half
+     the commits and context switches of two groups taking turns). Where the commit may hang (the
+     binary log's file system nearly full, a commit that held the caller lately) it runs on the
+     commit thread and the caller waits up to kInlineCommitWaitMs; a commit that takes longer is
+     left to run as a handed-off one (true is returned), so the worker serves whoever comes. */
   virtual bool end_batch(bool nobody_waiting) = 0;
   /* After end_batch() returned false: true when the batch's commit failed, so writes already
      answered as done in this batch were rolled back. The connections that wrote in it must be
