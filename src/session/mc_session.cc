@@ -658,7 +658,14 @@ Session_outcome Mc_session::run_text(Byte_buffer &in, Byte_buffer &out, unsigned
     }
     if (done >= max_requests || store_.batch_budget_spent() || store_.turn_spent() ||
         out.size() >= cfg_.output_high_water) return Session_outcome::yielded;
-    mc::Mc_parse_result pr = mc::parse_request(in.data(), in.size(), limits, &rq_);
+    /* A get answered in parts is parsed again as it was accepted: limits lowered since (SET
+       GLOBAL) do not cut it short. Its line is in the buffer already, within the cap. */
+    mc::Mc_limits resumed = limits;
+    if (get_resume_) {
+      resumed.max_multiget_line = ~size_t(0) >> 1;
+      resumed.max_keys = ~uint32_t(0) >> 1;
+    }
+    mc::Mc_parse_result pr = mc::parse_request(in.data(), in.size(), get_resume_ ? resumed : limits, &rq_);
     switch (pr.status) {
       case mc::Mc_parse_status::need_more:
         return Session_outcome::idle;
@@ -812,7 +819,15 @@ Mc_session::Exec Mc_session::exec_get_part(const Mc_request &rq, Byte_buffer &ou
   size_t gathered = 0;                   // reply bytes so far
   uint64_t asked = 0, found = 0;         // for stats: keys asked for and found (a range: its rows)
   size_t next = rq.keys.size();          // the first key not answered in this part
-  for (size_t ki = get_resume_ < rq.keys.size() ? get_resume_ : 0; ki < rq.keys.size(); ++ki) {
+  const size_t start = get_resume_ < rq.keys.size() ? get_resume_ : 0;
+  /* A part ends once its values pass this (the client reads them before the next key is looked
+     up), well below the most a connection may hold unsent. */
+  const size_t part_limit = std::min<size_t>(cfg_.output_high_water, cfg_.max_output_buffer / 2);
+  for (size_t ki = start; ki < rq.keys.size(); ++ki) {
+    if (!touch && ki > start && gathered + out.size() >= part_limit) {
+      next = ki;
+      break;
+    }
     std::string_view key = rq.keys[ki];
     std::string_view row_key;
     Store_status st;
@@ -827,36 +842,42 @@ Mc_session::Exec Mc_session::exec_get_part(const Mc_request &rq, Byte_buffer &ou
       owner.push_back(nullptr);
       continue;
     }
-    if (row_key.size() >= 2 && row_key[0] == '@' && (row_key[1] == '<' || row_key[1] == '>')) {
-      /* MySQL's range syntax; any other key starting with '@' is a key like any other (set and mg
-         store and find it too). */
+    /* MySQL's range syntax; any other key starting with '@' is a key like any other (set and mg
+       store and find it too). */
+    const bool is_range = row_key.size() >= 2 && row_key[0] == '@' && (row_key[1] == '<' || row_key[1] == '>');
+    if (is_range) {
       st = range(*oc, row_key, items_);
       if (st.errc == Store_errc::bad_value) {
         mc::encode_client_error(out, "bad range in key");
         return Exec::done;
       }
-      asked += items_.size() - first;
     } else {
       st = lookup(*oc, &row_key, 1, items_);
       if (items_.size() > first) items_.back().reply_key.assign(key);  // memcached echoes the key as asked
-      ++asked;
     }
     if (!st.ok()) return server_error(st, out, false);
-    found += items_.size() - first;
+    size_t key_bytes = 0;
     for (size_t n = first; n < items_.size(); ++n)
-      gathered += items_[n].value.size() + items_[n].key.size() + items_[n].reply_key.size() + 64;
-    owner.resize(items_.size(), oc);
-    if (gathered > cfg_.max_output_buffer) {
-      /* Items are gathered before the reply (a lock wait may re-run the request): bounded. */
+      key_bytes += items_[n].value.size() + items_[n].key.size() + items_[n].reply_key.size() + 64;
+    if (gathered + key_bytes > cfg_.max_output_buffer && !(first == 0 && items_.size() == 1)) {
+      if (!touch && ki > start) {
+        /* This key's values start the next part, alone if need be. */
+        items_.resize(first);
+        next = ki;
+        break;
+      }
+      /* Items are gathered before the reply (a lock wait may re-run the request): bounded. One
+         range key's rows, or a gat/gats's items (answered whole), over the limit; a single item
+         alone is answered whatever its size, as mg answers it. */
       clear_items();
       counters_.add(counters_.errors);
       mc::encode_server_error(out, "reply too large (tablesocket_max_output_buffer)");
       return Exec::done;
     }
-    if (!touch && gathered + out.size() >= cfg_.output_high_water && ki + 1 < rq.keys.size()) {
-      next = ki + 1;
-      break;
-    }
+    gathered += key_bytes;
+    asked += is_range ? items_.size() - first : 1;
+    found += items_.size() - first;
+    owner.resize(items_.size(), oc);
   }
   if (touch) {
     const int64_t expiry = absolute_expiry(rq.exptime);
