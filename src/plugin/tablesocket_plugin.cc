@@ -56,7 +56,9 @@ const Config kDefaults;
 /* The dynamic variables' values into c (at init, and after every SET GLOBAL of one of them). */
 void apply_live_settings(Config &c) {
   c.mc_max_range_rows = sv_mc_max_range_rows;
-  c.mc_max_value_size = sv_mc_max_value_size;
+  /* A value must fit one reply (tablesocket_max_output_buffer): none is stored that could not be
+     read back. */
+  c.mc_max_value_size = std::min<size_t>(sv_mc_max_value_size, std::max<size_t>(1024, sv_max_output_buffer - 4096));
   c.mc_idle_timeout_s = sv_mc_idle_timeout;
   c.max_connections = sv_max_connections;
   c.idle_timeout_s = sv_idle_timeout;

@@ -219,6 +219,11 @@ Mc_session::Exec Mc_session::bin_get(const Bin_request &rq, Byte_buffer &out) {
     st = touch_row(*oc, row_key, absolute_expiry_u32(rq.exptime));
     if (!st.ok()) return bin_server_error(st, rq, out);
   }
+  if (rq.op != Bin_op::touch && !fits_output(it)) {
+    counters_.add(counters_.errors);
+    mc::encode_bin_error(out, rq, Bin_status::e2big);
+    return Exec::done;
+  }
   counters_.add(counters_.rows_read);
   /* A hit is answered even to a quiet get (GETQ, GATQ: only misses are silent). */
   mc::put_be32(extras, it.flags);

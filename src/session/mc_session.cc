@@ -859,7 +859,7 @@ Mc_session::Exec Mc_session::exec_get_part(const Mc_request &rq, Byte_buffer &ou
     size_t key_bytes = 0;
     for (size_t n = first; n < items_.size(); ++n)
       key_bytes += items_[n].value.size() + items_[n].key.size() + items_[n].reply_key.size() + 64;
-    if (gathered + key_bytes > cfg_.max_output_buffer && !(first == 0 && items_.size() == 1)) {
+    if (gathered + key_bytes > cfg_.max_output_buffer) {
       if (!touch && ki > start) {
         /* This key's values start the next part, alone if need be. */
         items_.resize(first);
@@ -867,8 +867,9 @@ Mc_session::Exec Mc_session::exec_get_part(const Mc_request &rq, Byte_buffer &ou
         break;
       }
       /* Items are gathered before the reply (a lock wait may re-run the request): bounded. One
-         range key's rows, or a gat/gats's items (answered whole), over the limit; a single item
-         alone is answered whatever its size, as mg answers it. */
+         key's values (a range's rows, or an item stored before the limits were lowered), or a
+         gat/gats's items (answered whole), over the limit: the connection would be closed
+         holding them, so the request fails instead, as mg and binary gets do. */
       clear_items();
       counters_.add(counters_.errors);
       mc::encode_server_error(out, "reply too large (tablesocket_max_output_buffer)");
@@ -1210,6 +1211,11 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
     st = touch_row(*oc, it.key, expiry);
     if (!st.ok()) return server_error(st, out, false);
     it.expiry = expiry;
+  }
+  if (rq.meta.return_value && !fits_output(it)) {
+    counters_.add(counters_.errors);
+    mc::encode_server_error(out, "reply too large (tablesocket_max_output_buffer)");
+    return Exec::done;
   }
   mc::Mc_item_info info;
   info.cas = rq.meta.has('c') ? cas_of(it) : 0;

@@ -217,22 +217,36 @@ def test_a_streamed_get_survives_limits_changed_around_it(srv):
         c.close()
 
 
-def test_a_value_over_the_output_buffer_is_returned_by_get_as_by_mg(srv):
-    """tablesocket_mc_max_value_size may exceed tablesocket_max_output_buffer: a value stored
-    then came back from mg but not from get ("reply too large", the other keys of the get lost
-    with it). A single item is answered whatever its size; the keys around it come too."""
+def test_values_that_would_not_fit_a_reply_are_refused_alike(srv):
+    """tablesocket_mc_max_value_size above tablesocket_max_output_buffer let a value be stored that
+    came back from mg (and a client slower than loopback would have been closed holding it) but
+    not from get ("reply too large", the other keys of the get lost with it). Now a set is held
+    to what one reply can carry, and an item stored before the limits were lowered is refused
+    alike by get (after the keys before it), mg and binary get; the connection goes on."""
     c = McConn(srv.mc_port)
     try:
-        with Setting(srv, "tablesocket_mc_max_value_size", 8 << 20), \
-                Setting(srv, "tablesocket_max_output_buffer", 4 << 20):
-            big = b"B" * (6 << 20)
-            c.request(b"set huge 0 0 %d\r\n%s\r\n" % (len(big), big), b"STORED\r\n")
-            c.request(b"set small1 0 0 2\r\ns1\r\n", b"STORED\r\n")
-            c.request(b"set small2 0 0 2\r\ns2\r\n", b"STORED\r\n")
-            c.send(b"get small1 huge small2\r\n")
-            _read_values(c, {"small1": b"s1", "huge": big, "small2": b"s2"})
-            c.send(b"mg huge v\r\n")
-            assert c.recv_line(timeout=30) == b"VA %d\r\n" % len(big)
+        big = b"B" * (3 << 20)
+        c.request(b"set small1 0 0 2\r\ns1\r\n", b"STORED\r\n")
+        c.request(b"set small2 0 0 2\r\ns2\r\n", b"STORED\r\n")
+        with Setting(srv, "tablesocket_mc_max_value_size", 8 << 20):
+            c.request(b"set huge 0 0 %d\r\n%s\r\n" % (len(big), big), b"STORED\r\n")  # fits 16 MiB
+            c.send(b"get huge\r\n")
+            assert c.recv_line(timeout=10) == b"VALUE huge 0 %d\r\n" % len(big)
             assert c.read_exact(len(big) + 2, timeout=30) == big + b"\r\n"
+            assert c.recv_line(timeout=10) == b"END\r\n"
+        with Setting(srv, "tablesocket_mc_max_value_size", 8 << 20), \
+                Setting(srv, "tablesocket_max_output_buffer", 2 << 20):
+            c.send(b"stats settings\r\n")
+            item_max = int(c.recv_until(b"END\r\n").split(b"STAT item_size_max ")[1].split(b"\r\n")[0])
+            assert item_max <= (2 << 20) - 4096, item_max
+            c.request(b"set again 0 0 %d\r\n%s\r\n" % (len(big), big), b"SERVER_ERROR object too large for cache\r\n")
+            c.send(b"get small1 huge small2\r\n")
+            assert c.recv_line(timeout=10) == b"VALUE small1 0 2\r\n"
+            assert c.read_exact(4, timeout=10) == b"s1\r\n"
+            assert c.recv_line(timeout=10) == b"SERVER_ERROR reply too large (tablesocket_max_output_buffer)\r\n"
+            c.request(b"mg huge v\r\n", b"SERVER_ERROR reply too large (tablesocket_max_output_buffer)\r\n")
+            c.request(b"mg huge s\r\n", b"HD s%d\r\n" % len(big))  # no value asked for: answered
+            c.request(b"get small2\r\n", b"VALUE small2 0 2\r\ns2\r\nEND\r\n")
+        c.request(b"mg huge s v\r\n", b"VA %d s%d\r\n%s\r\n" % (len(big), len(big), big))  # 16 MiB again
     finally:
         c.close()
