@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import struct
 import time
 
 import pytest
@@ -247,6 +248,15 @@ def test_values_that_would_not_fit_a_reply_are_refused_alike(srv):
             c.request(b"mg huge v\r\n", b"SERVER_ERROR reply too large (tablesocket_max_output_buffer)\r\n")
             c.request(b"mg huge s\r\n", b"HD s%d\r\n" % len(big))  # no value asked for: answered
             c.request(b"get small2\r\n", b"VALUE small2 0 2\r\ns2\r\nEND\r\n")
+            b = McConn(srv.mc_port)  # the binary protocol: GET answers E2BIG (0x0003)
+            try:
+                b.send(struct.pack(">BBHBBHIIQ", 0x80, 0x00, 4, 0, 0, 0, 4, 7, 0) + b"huge")
+                head = b.read_exact(24, timeout=10)
+                status, body = struct.unpack(">H", head[6:8])[0], struct.unpack(">I", head[8:12])[0]
+                assert head[0] == 0x81 and status == 0x0003, head
+                b.read_exact(body, timeout=10)
+            finally:
+                b.close()
         c.request(b"mg huge s v\r\n", b"VA %d s%d\r\n%s\r\n" % (len(big), len(big), big))  # 16 MiB again
     finally:
         c.close()
