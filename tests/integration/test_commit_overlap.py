@@ -1106,13 +1106,9 @@ def _slow_commits(s, seconds: float):
     """Every binary log group commit waits `seconds` for more transactions to join it
     (binlog_commit_wait_count/usec): a commit that hangs, as one waiting for disk space for the
     binary log does (MariaDB retries that once a minute)."""
-    s.exec_sql("SET GLOBAL binlog_commit_wait_count = 1000")
-    s.exec_sql(f"SET GLOBAL binlog_commit_wait_usec = {int(seconds * 1e6)}")
-    try:
+    with h.global_setting(s, "binlog_commit_wait_count", 1000), \
+            h.global_setting(s, "binlog_commit_wait_usec", int(seconds * 1e6)):
         yield
-    finally:
-        s.exec_sql("SET GLOBAL binlog_commit_wait_count = 0")
-        s.exec_sql("SET GLOBAL binlog_commit_wait_usec = 100000")
 
 
 def test_a_lone_writers_hanging_commit_does_not_hold_up_readers(srv_binlog):
@@ -1166,10 +1162,8 @@ def test_reads_go_on_past_the_row_budget_while_the_commit_before_hangs(srv_binlo
     w1 = h.hs_open(s.hs_port_wr, "hang2", "k,v")
     w2 = h.hs_open(s.hs_port_wr, "hang2", "k,v")
     r = h.hs_open(s.hs_port, "hang2", "k,v")
-    old_budget = h.variable(s, "tablesocket_max_batch_rows")
-    s.exec_sql("SET GLOBAL tablesocket_max_batch_rows = 100")
     try:
-        with _slow_commits(s, 3.0):
+        with h.global_setting(s, "tablesocket_max_batch_rows", 100), _slow_commits(s, 3.0):
             assert r.request("1\t=\t1\t1\n") == b"0\t2\t1\tv1\n"  # the reader is active
             t0 = time.monotonic()
             w1.send("1\t+\t2\t3001\tfirst\n")      # its commit hangs
@@ -1193,6 +1187,5 @@ def test_reads_go_on_past_the_row_budget_while_the_commit_before_hangs(srv_binlo
         assert scans >= 10
         assert s.sql("SELECT k, v FROM hang2 WHERE k > 3000 ORDER BY k") == [("3001", "first"), ("3002", "second")]
     finally:
-        s.exec_sql(f"SET GLOBAL tablesocket_max_batch_rows = {old_budget}")
         for c in (w1, w2, r):
             c.close()

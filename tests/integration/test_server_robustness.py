@@ -835,6 +835,17 @@ def test_innodb_rollback_on_timeout_is_warned_about_once(request):
         assert "innodb_rollback_on_timeout is ON" not in Path(s.log_path).read_text(errors="replace")
 
 
+def _mc_set_burst(s, prefix: str, n: int, size: int) -> None:
+    """n memcached sets of size-byte values (keys prefix0..), pipelined in one write (one batch):
+    every one is STORED."""
+    c = McConn(s.mc_port)
+    try:
+        c.send(b"".join(b"set %s%d 0 0 %d\r\n%s\r\n" % (prefix.encode(), i, size, b"m" * size) for i in range(n)))
+        c.expect(b"STORED\r\n" * n, timeout=30)
+    finally:
+        c.close()
+
+
 def test_writes_that_fit_max_binlog_cache_size_alone_are_not_failed_by_their_batch(request):
     """A batch's rows share one binary log cache: small writes used to fail with 'Multi-statement
     transaction required more than max_binlog_cache_size' when their batch, not they, passed it.
@@ -864,12 +875,7 @@ def test_writes_that_fit_max_binlog_cache_size_alone_are_not_failed_by_their_bat
             reply = w.request(hs_line(1, ">=", 1, "0", 20, 0, "U", "w" * 1000), timeout=10)
             assert reply.startswith(b"1\t1\t") and b"max_binlog_stmt_cache_size" in reply, reply
         assert s.sql("SELECT COUNT(*), SUM(LENGTH(v)) FROM bc") == [("41", str(40 * 2000 + 3000))]
-        c = McConn(s.mc_port)
-        try:
-            c.send(b"".join(b"set k%d 0 0 3000\r\n%s\r\n" % (i, b"m" * 3000) for i in range(12)))
-            c.expect(b"STORED\r\n" * 12, timeout=30)
-        finally:
-            c.close()
+        _mc_set_burst(s, "k", 12, 3000)
 
 
 def test_writes_are_not_failed_by_their_batch_when_the_binlog_cache_cannot_spill_to_tmpdir(request):
@@ -891,12 +897,7 @@ def test_writes_are_not_failed_by_their_batch_when_the_binlog_cache_cannot_spill
                 big = w.request(f"1\t+\t2\t999\t{'y' * 60000}\n", timeout=10)
                 assert big.startswith(b"1\t1\t") and b"tmp" in big, big
                 assert w.request("1\t+\t2\t201\tafter\n", timeout=10) == b"0\t1\n"
-            c = McConn(s.mc_port)
-            try:
-                c.send(b"".join(b"set t%d 0 0 300\r\n%s\r\n" % (i, b"m" * 300) for i in range(60)))
-                c.expect(b"STORED\r\n" * 60, timeout=30)
-            finally:
-                c.close()
+            _mc_set_burst(s, "t", 60, 300)
         finally:
             s.tmpdir.mkdir(parents=True, exist_ok=True)
         assert s.sql("SELECT COUNT(*), SUM(id = 999) FROM bt") == [("201", "0")]

@@ -45,21 +45,6 @@ def srv(request):
         yield s
 
 
-class Setting:
-    """SET GLOBAL name = value for a with-block; the previous value afterwards."""
-
-    def __init__(self, srv, name: str, value):
-        self.srv, self.name, self.value = srv, name, value
-
-    def __enter__(self):
-        self.old = h.variable(self.srv, self.name)
-        self.srv.exec_sql(f"SET GLOBAL {self.name} = {self.value}")
-        return self
-
-    def __exit__(self, *exc):
-        self.srv.exec_sql(f"SET GLOBAL {self.name} = {self.old}")
-
-
 def test_which_variables_are_dynamic(srv):
     rows = srv.sql("SELECT LOWER(VARIABLE_NAME), READ_ONLY FROM information_schema.SYSTEM_VARIABLES "
                    "WHERE VARIABLE_NAME LIKE 'TABLESOCKET\\_%'", db=None)
@@ -81,7 +66,7 @@ def test_which_variables_are_dynamic(srv):
 def test_out_of_range_values_are_clamped(srv):
     holder = h.hs_open(srv.hs_port, "st", "k,v")
     try:
-        with Setting(srv, "tablesocket_max_connections", 0):
+        with h.global_setting(srv, "tablesocket_max_connections", 0):
             assert h.variable(srv, "tablesocket_max_connections") == "1"
             # The open connection goes on; nobody new gets in.
             assert holder.request("1\t=\t1\t1\n") == b"0\t2\t1\tv1\n"
@@ -105,7 +90,7 @@ def test_a_lower_request_size_applies_to_an_open_connection(srv):
     long_line = "1\t=\t1\t" + "9" * 3000 + "\n"
     try:
         assert c.request(long_line).startswith(b"0\t2")  # a 3 kB line is fine under 1 MiB
-        with Setting(srv, "tablesocket_max_request_size", 1024):
+        with h.global_setting(srv, "tablesocket_max_request_size", 1024):
             assert c.request("1\t=\t1\t2\n") == b"0\t2\t2\tv2\n"
             c.send(long_line)
             assert c.recv_line(timeout=5) == b"2\t1\ttoolong\n"
@@ -124,7 +109,7 @@ def test_a_shorter_idle_timeout_closes_an_open_idle_connection(srv):
     busy = h.hs_open(srv.hs_port, "st", "k,v")
     try:
         assert idle.request("1\t=\t1\t3\n") == b"0\t2\t3\tv3\n"
-        with Setting(srv, "tablesocket_idle_timeout", 1):
+        with h.global_setting(srv, "tablesocket_idle_timeout", 1):
             t0 = time.monotonic()
             closed = None
             while time.monotonic() - t0 < 5:
@@ -147,7 +132,7 @@ def test_a_lower_lock_wait_timeout_ends_the_next_wait_sooner(srv):
     w = h.hs_open(srv.hs_port_wr, "st", "v")
     sql = h.sql_conn(srv, autocommit=False)
     try:
-        with Setting(srv, "tablesocket_lock_wait_timeout", 700):
+        with h.global_setting(srv, "tablesocket_lock_wait_timeout", 700):
             with sql.cursor() as cur:
                 cur.execute("SELECT * FROM st WHERE k = 5 FOR UPDATE")
             t0 = time.monotonic()
@@ -168,7 +153,7 @@ def test_a_lower_memcached_value_size_refuses_a_set_and_shows_in_stats(srv):
     c = McConn(srv.mc_port)
     try:
         c.request(b"set dyn:k 0 0 3000\r\n" + b"a" * 3000 + b"\r\n", b"STORED\r\n")
-        with Setting(srv, "tablesocket_mc_max_value_size", 2048):
+        with h.global_setting(srv, "tablesocket_mc_max_value_size", 2048):
             c.send(b"stats settings\r\n")
             assert b"STAT item_size_max 2048\r\n" in c.recv_until(b"END\r\n")
             c.request(b"set dyn:k 0 0 3000\r\n" + b"b" * 3000 + b"\r\n",
@@ -204,12 +189,13 @@ def test_a_streamed_get_survives_limits_changed_around_it(srv):
     try:
         values = _big_values(c, "strm:", 24, 700_000)
         line = b"get " + b" ".join(k.encode() for k in values) + b"\r\n"
-        with Setting(srv, "tablesocket_output_high_water", 64 << 20):
+        with h.global_setting(srv, "tablesocket_output_high_water", 64 << 20):
             c.send(line)
             _read_values(c, values)
         c.send(line)
         c.recv_line(timeout=30)  # the first value's header: the get has started
-        with Setting(srv, "tablesocket_max_tokens", 8), Setting(srv, "tablesocket_max_request_size", 64):
+        with h.global_setting(srv, "tablesocket_max_tokens", 8), \
+                h.global_setting(srv, "tablesocket_max_request_size", 64):
             first = next(iter(values.values()))
             assert c.read_exact(len(first) + 2, timeout=30) == first + b"\r\n"
             _read_values(c, dict(list(values.items())[1:]))
@@ -229,14 +215,14 @@ def test_values_that_would_not_fit_a_reply_are_refused_alike(srv):
         big = b"B" * (3 << 20)
         c.request(b"set small1 0 0 2\r\ns1\r\n", b"STORED\r\n")
         c.request(b"set small2 0 0 2\r\ns2\r\n", b"STORED\r\n")
-        with Setting(srv, "tablesocket_mc_max_value_size", 8 << 20):
+        with h.global_setting(srv, "tablesocket_mc_max_value_size", 8 << 20):
             c.request(b"set huge 0 0 %d\r\n%s\r\n" % (len(big), big), b"STORED\r\n")  # fits 16 MiB
             c.send(b"get huge\r\n")
             assert c.recv_line(timeout=10) == b"VALUE huge 0 %d\r\n" % len(big)
             assert c.read_exact(len(big) + 2, timeout=30) == big + b"\r\n"
             assert c.recv_line(timeout=10) == b"END\r\n"
-        with Setting(srv, "tablesocket_mc_max_value_size", 8 << 20), \
-                Setting(srv, "tablesocket_max_output_buffer", 2 << 20):
+        with h.global_setting(srv, "tablesocket_mc_max_value_size", 8 << 20), \
+                h.global_setting(srv, "tablesocket_max_output_buffer", 2 << 20):
             c.send(b"stats settings\r\n")
             item_max = int(c.recv_until(b"END\r\n").split(b"STAT item_size_max ")[1].split(b"\r\n")[0])
             assert item_max <= (2 << 20) - 4096, item_max

@@ -134,6 +134,17 @@ def variable(srv: MariaDBServer, name: str) -> str | None:
     return rows[0][0] if rows else None
 
 
+@contextlib.contextmanager
+def global_setting(srv: MariaDBServer, name: str, value) -> Iterator[None]:
+    """SET GLOBAL name = value (a numeric variable) for a with-block; its previous value after."""
+    old = variable(srv, name)
+    srv.exec_sql(f"SET GLOBAL {name} = {value}", db=None)
+    try:
+        yield
+    finally:
+        srv.exec_sql(f"SET GLOBAL {name} = {old}", db=None)
+
+
 # --------------------------------------------------------------------------------------------------
 # HS
 
