@@ -857,8 +857,7 @@ Mc_session::Exec Mc_session::exec_get_part(const Mc_request &rq, Byte_buffer &ou
     }
     if (!st.ok()) return server_error(st, out, false);
     size_t key_bytes = 0;
-    for (size_t n = first; n < items_.size(); ++n)
-      key_bytes += items_[n].value.size() + items_[n].key.size() + items_[n].reply_key.size() + 64;
+    for (size_t n = first; n < items_.size(); ++n) key_bytes += reply_bytes(items_[n]);
     if (gathered + key_bytes > cfg_.max_output_buffer) {
       if (!touch && ki > start) {
         /* This key's values start the next part, alone if need be. */

@@ -90,9 +90,12 @@ class Mc_session final : public Session {
   Exec execute(const mc::Mc_request &rq, Byte_buffer &out);
   Exec exec_get(const mc::Mc_request &rq, Byte_buffer &out);
   Exec exec_get_part(const mc::Mc_request &rq, Byte_buffer &out);
+  /* About the bytes of an item's reply: its value, its key as stored and as asked for, and the
+     header (an mg's flags included). */
+  static size_t reply_bytes(const Item &it) { return it.value.size() + it.key.size() + it.reply_key.size() + 128; }
   /* One item's reply fits what a connection may hold unsent (tablesocket_max_output_buffer); an
      item stored before the limits were lowered may not: it is refused, not the connection closed. */
-  bool fits_output(const Item &it) const { return it.value.size() + it.key.size() + 128 <= cfg_.max_output_buffer; }
+  bool fits_output(const Item &it) const { return reply_bytes(it) <= cfg_.max_output_buffer; }
   Exec exec_store(const mc::Mc_request &rq, Byte_buffer &out);
   Exec exec_simple_write(const mc::Mc_request &rq, Byte_buffer &out);
   Exec exec_flush(const mc::Mc_request &rq, Byte_buffer &out);
