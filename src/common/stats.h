@@ -40,6 +40,7 @@ namespace tablesocket {
   X(mc_get_hits, "memcached keys found (live rows)")                   \
   X(mc_get_misses, "memcached keys not found or expired")              \
   X(mc_get_expired, "memcached keys asked for whose row had expired (also counted as misses)") \
+  X(mc_cmd_set, "memcached storage commands (set, add, replace, append, prepend, cas, ms; binary too), stored or not") \
   X(mc_total_items, "memcached items stored (set, add, replace, append, prepend, cas, ms that stored)") \
   X(mc_cmd_touch, "memcached touches (touch, gat, gats, binary touch/gat, an mg with T that found its item)") \
   X(mc_touch_hits, "memcached touches of a live item")                  \
@@ -65,12 +66,16 @@ struct Counters {
   std::atomic<int64_t> connections{0};  // currently open
   std::atomic<int64_t> open_tables{0};  // currently held open by this worker
 
+  /* Request executions, a parked request's retries and a streamed get's parts included: how the
+     worker tells that a connection's turn ran a request (not a status variable). */
+  std::atomic<uint64_t> executions{0};
+
   void add(std::atomic<uint64_t> &c, uint64_t n = 1) { c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
-  /* Requests of every kind counted so far. */
-  uint64_t requests() const {
-    return requests_open.load(std::memory_order_relaxed) + requests_find.load(std::memory_order_relaxed) +
-           requests_insert.load(std::memory_order_relaxed) + requests_modify.load(std::memory_order_relaxed) +
-           requests_auth.load(std::memory_order_relaxed) + requests_other.load(std::memory_order_relaxed);
+  /* A request of kind `kind` (requests_find, ...) executes: counted once per request, not again
+     when it runs again (retry: a parked request retried, a get going on with its next part). */
+  void count_request(std::atomic<uint64_t> &kind, bool retry) {
+    add(executions);
+    if (!retry) add(kind);
   }
 } __attribute__((aligned(64)));
 

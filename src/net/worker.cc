@@ -1142,7 +1142,7 @@ void Worker::serve(Store &store) {
         }
         const uint64_t dirty_before = store.reads_of_written_tables();
         const uint64_t refused_before = store.writes_refused_closed();
-        const uint64_t requests_before = counters_.requests();
+        const uint64_t requests_before = counters_.executions.load(std::memory_order_relaxed);
         const bool wrote_before = c->session->wrote_in_batch;
         const size_t in_before = c->in.size();
         store.set_requester(c);
@@ -1151,14 +1151,14 @@ void Worker::serve(Store &store) {
         store.set_requester(nullptr);
         if (c->in.size() != in_before && !c->session->mid_request()) c->request_since_ms = now_ms_;  // the next request begins
         if (c->peer_gone && !c->read_closed && !c->dead) read_after_reset(*c);  // the rest of what it sent before its reset
-        if (counters_.requests() != requests_before) {
+        if (counters_.executions.load(std::memory_order_relaxed) != requests_before) {
           c->last_request_ms = now_ms_;
           if (!c->active) {
             c->active = true;
             active_.push_back(c);
           }
           const bool wrote = c->session->wrote_in_batch && !wrote_before;
-          if (wrote) c->depth1 = counters_.requests() - requests_before == 1 && c->in.empty();
+          if (wrote) c->depth1 = counters_.executions.load(std::memory_order_relaxed) - requests_before == 1 && c->in.empty();
           came_back(*c);
         }
         /* It read a table this batch wrote: what it saw may not be committed yet, so its replies

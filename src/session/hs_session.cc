@@ -123,7 +123,10 @@ Hs_session::Outcome Hs_session::run(Byte_buffer &in, Byte_buffer &out, unsigned 
   limits.max_tokens = cfg_.max_tokens;
   unsigned done = 0;
   if (parked_) {
-    if (execute(parked_req_, out) == Exec::park) return Outcome::parked;
+    retrying_ = true;
+    const Exec e = execute(parked_req_, out);
+    retrying_ = false;
+    if (e == Exec::park) return Outcome::parked;
     parked_ = false;
     lock_wait_over();
     in.consume(parked_len_);
@@ -167,10 +170,10 @@ Hs_session::Outcome Hs_session::run(Byte_buffer &in, Byte_buffer &out, unsigned 
 Hs_session::Exec Hs_session::execute(const hs::Request &req, Byte_buffer &out) {
   switch (req.command) {
     case hs::Command::auth:
-      counters_.add(counters_.requests_auth);
+      counters_.count_request(counters_.requests_auth, retrying_);
       return exec_auth(req.auth, out);
     case hs::Command::open_index:
-      counters_.add(counters_.requests_open);
+      counters_.count_request(counters_.requests_open, retrying_);
       if (!authorized_) { reply_client_error(out, 3, "unauth"); return Exec::done; }
       return exec_open(req.open, out);
     case hs::Command::exec:
@@ -281,7 +284,7 @@ Hs_session::Exec Hs_session::exec_open(const hs::Open_index_request &r, Byte_buf
 Hs_session::Exec Hs_session::exec_on_index(const hs::Exec_request &r, Byte_buffer &out) {
   auto it = indexes_.find(r.index_id);
   if (it == indexes_.end()) {
-    counters_.add(counters_.requests_other);
+    counters_.count_request(counters_.requests_other, retrying_);
     reply_client_error(out, 2, "stmtnum");
     return Exec::done;
   }
@@ -289,13 +292,13 @@ Hs_session::Exec Hs_session::exec_on_index(const hs::Exec_request &r, Byte_buffe
   const bool is_write = r.op == hs::Exec_op::insert || r.op == hs::Exec_op::upsert || r.mod != Modify_op::none;
   if (is_write) {
     if (r.op == hs::Exec_op::insert || r.op == hs::Exec_op::upsert)
-      counters_.add(counters_.requests_insert);
+      counters_.count_request(counters_.requests_insert, retrying_);
     else
-      counters_.add(counters_.requests_modify);
+      counters_.count_request(counters_.requests_modify, retrying_);
     if (!policy_.writable) return reply_error(Store_status::of(Store_errc::read_only), out);
     return exec_write(idx, r, out);
   }
-  counters_.add(counters_.requests_find);
+  counters_.count_request(counters_.requests_find, retrying_);
   if (answers_discarded) return Exec::done;  // a read whose answer nobody will hear
   Find_request fr;
   if (!to_find_request(r, &fr)) {

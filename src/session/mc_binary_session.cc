@@ -17,7 +17,9 @@ Session_outcome Mc_session::run_binary(Byte_buffer &in, Byte_buffer &out, unsign
   limits.max_value_size = uint32_t(cfg_.mc_max_value_size);
   unsigned done = 0;
   if (parked_) {
+    retrying_ = true;
     Exec e = exec_bin(parked_bin_, out);
+    retrying_ = false;
     if (e == Exec::park) return Session_outcome::parked;
     parked_ = false;
     lock_wait_over();
@@ -125,51 +127,52 @@ Mc_session::Exec Mc_session::exec_bin(const Bin_request &rq, Byte_buffer &out) {
     case Bin_op::getk:
     case Bin_op::gat:
     case Bin_op::gatk:
-      counters_.add(counters_.requests_find);
+      counters_.count_request(counters_.requests_find, retrying_);
       return bin_get(rq, out);
     case Bin_op::touch:
-      counters_.add(counters_.requests_modify);
+      counters_.count_request(counters_.requests_modify, retrying_);
       return bin_get(rq, out);
     case Bin_op::set:
     case Bin_op::add:
     case Bin_op::replace:
     case Bin_op::append:
     case Bin_op::prepend:
-      counters_.add(counters_.requests_insert);
+      counters_.count_request(counters_.requests_insert, retrying_);
+      if (!retrying_) counters_.add(counters_.mc_cmd_set);
       return bin_store(rq, out);
     case Bin_op::del:
-      counters_.add(counters_.requests_modify);
+      counters_.count_request(counters_.requests_modify, retrying_);
       return bin_delete(rq, out);
     case Bin_op::incr:
     case Bin_op::decr:
-      counters_.add(counters_.requests_modify);
+      counters_.count_request(counters_.requests_modify, retrying_);
       return bin_arith(rq, out);
     case Bin_op::flush:
-      counters_.add(counters_.requests_modify);
+      counters_.count_request(counters_.requests_modify, retrying_);
       return bin_flush(rq, out);
     case Bin_op::noop:
-      counters_.add(counters_.requests_other);
+      counters_.count_request(counters_.requests_other, retrying_);
       mc::encode_bin_response(out, rq, Bin_status::ok, 0, {}, {}, {});
       return Exec::done;
     case Bin_op::version:
-      counters_.add(counters_.requests_other);
+      counters_.count_request(counters_.requests_other, retrying_);
       mc::encode_bin_response(out, rq, Bin_status::ok, 0, {}, {}, "1.6.18");
       return Exec::done;
     case Bin_op::stat:
-      counters_.add(counters_.requests_other);
+      counters_.count_request(counters_.requests_other, retrying_);
       return bin_stat(rq, out);
     case Bin_op::quit:
       if (!rq.quiet) mc::encode_bin_response(out, rq, Bin_status::ok, 0, {}, {}, {});
       return Exec::close;
     case Bin_op::sasl_list_mechs:
-      counters_.add(counters_.requests_auth);
+      counters_.count_request(counters_.requests_auth, retrying_);
       mc::encode_bin_response(out, rq, Bin_status::ok, 0, {}, {}, "PLAIN");
       return Exec::done;
     case Bin_op::sasl_auth:
-      counters_.add(counters_.requests_auth);
+      counters_.count_request(counters_.requests_auth, retrying_);
       return bin_sasl_auth(rq, out);
     case Bin_op::sasl_step:  // PLAIN has no second step
-      counters_.add(counters_.requests_auth);
+      counters_.count_request(counters_.requests_auth, retrying_);
       counters_.add(counters_.errors);
       mc::encode_bin_error(out, rq, Bin_status::auth_error);
       return Exec::done;

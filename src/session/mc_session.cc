@@ -130,7 +130,7 @@ struct Mc_figure {
 };
 constexpr Mc_figure kMcFigures[] = {
     {"total_connections", &Counters::connections_total}, {"rejected_connections", &Counters::connections_rejected},
-    {"cmd_get", &Counters::mc_cmd_get},           {"cmd_set", &Counters::requests_insert},
+    {"cmd_get", &Counters::mc_cmd_get},           {"cmd_set", &Counters::mc_cmd_set},
     {"get_hits", &Counters::mc_get_hits},         {"get_misses", &Counters::mc_get_misses},
     {"get_expired", &Counters::mc_get_expired},   {"total_items", &Counters::mc_total_items},
     {"cmd_touch", &Counters::mc_cmd_touch},       {"cmd_flush", &Counters::mc_cmd_flush},
@@ -642,7 +642,9 @@ Session_outcome Mc_session::run_text(Byte_buffer &in, Byte_buffer &out, unsigned
   limits.max_keys = cfg_.max_tokens;
   unsigned done = 0;
   if (parked_) {
+    retrying_ = true;
     Exec e = execute(parked_rq_, out);
+    retrying_ = false;
     if (e == Exec::park) return Session_outcome::parked;
     parked_ = false;
     lock_wait_over();
@@ -691,7 +693,9 @@ Session_outcome Mc_session::run_text(Byte_buffer &in, Byte_buffer &out, unsigned
       case mc::Mc_parse_status::complete:
         break;
     }
+    retrying_ = get_resume_ != 0;  // a get's next part: counted when it began
     Exec e = execute(rq_, out);
+    retrying_ = false;
     if (e == Exec::park) {
       parked_ = true;
       parked_rq_ = rq_;
@@ -709,7 +713,7 @@ Session_outcome Mc_session::run_text(Byte_buffer &in, Byte_buffer &out, unsigned
 }
 
 Mc_session::Exec Mc_session::exec_ascii_auth(const Mc_request &rq, Byte_buffer &out) {
-  counters_.add(counters_.requests_auth);
+  counters_.count_request(counters_.requests_auth, retrying_);
   std::string_view data = rq.data;
   size_t sp = data.find(' ');
   std::string_view user = sp == std::string_view::npos ? data : data.substr(0, sp);
@@ -746,7 +750,7 @@ Mc_session::Exec Mc_session::execute(const Mc_request &rq, Byte_buffer &out) {
     case Mc_command::gets:
     case Mc_command::gat:
     case Mc_command::gats:
-      counters_.add(counters_.requests_find);
+      counters_.count_request(counters_.requests_find, retrying_);
       return exec_get(rq, out);
     case Mc_command::set:
     case Mc_command::add:
@@ -754,39 +758,43 @@ Mc_session::Exec Mc_session::execute(const Mc_request &rq, Byte_buffer &out) {
     case Mc_command::append:
     case Mc_command::prepend:
     case Mc_command::cas:
-      counters_.add(counters_.requests_insert);
+      counters_.count_request(counters_.requests_insert, retrying_);
+      if (!retrying_) counters_.add(counters_.mc_cmd_set);
       return exec_store(rq, out);
     case Mc_command::del:
     case Mc_command::incr:
     case Mc_command::decr:
     case Mc_command::touch:
-      counters_.add(counters_.requests_modify);
+      counters_.count_request(counters_.requests_modify, retrying_);
       return exec_simple_write(rq, out);
     case Mc_command::flush_all:
-      counters_.add(counters_.requests_modify);
+      counters_.count_request(counters_.requests_modify, retrying_);
       return exec_flush(rq, out);
     case Mc_command::version:
-      counters_.add(counters_.requests_other);
+      counters_.count_request(counters_.requests_other, retrying_);
       mc::encode_version(out, "1.6.18");
       return Exec::done;
     case Mc_command::stats:
-      counters_.add(counters_.requests_other);
+      counters_.count_request(counters_.requests_other, retrying_);
       return exec_stats(rq, out);
     case Mc_command::verbosity:
-      counters_.add(counters_.requests_other);
+      counters_.count_request(counters_.requests_other, retrying_);
       if (!rq.noreply) mc::encode_reply(out, Mc_reply::ok);
       return Exec::done;
     case Mc_command::quit:
       return Exec::close;
-    case Mc_command::mg: counters_.add(counters_.requests_find); return exec_mg(rq, out);
-    case Mc_command::ms: counters_.add(counters_.requests_insert); return exec_ms(rq, out);
-    case Mc_command::md: counters_.add(counters_.requests_modify); return exec_md(rq, out);
-    case Mc_command::ma: counters_.add(counters_.requests_modify); return exec_ma(rq, out);
+    case Mc_command::mg: counters_.count_request(counters_.requests_find, retrying_); return exec_mg(rq, out);
+    case Mc_command::ms:
+      counters_.count_request(counters_.requests_insert, retrying_);
+      if (!retrying_) counters_.add(counters_.mc_cmd_set);
+      return exec_ms(rq, out);
+    case Mc_command::md: counters_.count_request(counters_.requests_modify, retrying_); return exec_md(rq, out);
+    case Mc_command::ma: counters_.count_request(counters_.requests_modify, retrying_); return exec_ma(rq, out);
     case Mc_command::mn:
-      counters_.add(counters_.requests_other);
+      counters_.count_request(counters_.requests_other, retrying_);
       mc::encode_meta(out, Mc_meta_code::mn, rq, nullptr);
       return Exec::done;
-    case Mc_command::me: counters_.add(counters_.requests_find); return exec_me(rq, out);
+    case Mc_command::me: counters_.count_request(counters_.requests_find, retrying_); return exec_me(rq, out);
   }
   mc::encode_reply(out, Mc_reply::error);
   return Exec::done;

@@ -57,6 +57,9 @@ class Session {
   }
   /* The request was answered: the next one that has to wait starts its own clock. */
   void lock_wait_over() { lock_wait_since_ms_ = 0; }
+  /* True while a request already counted runs again (a parked request retried, a get going on
+     with its next part): the request-kind counters count it once. */
+  bool retrying_ = false;
 
  private:
   uint64_t lock_wait_since_ms_ = 0;

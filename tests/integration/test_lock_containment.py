@@ -21,6 +21,7 @@ REPLY_BOUND seconds (200 ms; loopback and one worker make 1 ms typical).
 from __future__ import annotations
 
 import random
+import re
 import select
 import threading
 import time
@@ -690,3 +691,51 @@ def test_a_table_slot_reused_after_a_ddl_took_its_table_refuses_no_write(request
             assert s.sql(f"SELECT v FROM {c} WHERE k = 1") == [("new",)]
         finally:
             conn.close()
+
+
+def test_a_write_that_waited_for_a_lock_is_counted_once(srv):
+    """A write parked on a row lock is tried again every few milliseconds until it gets the lock
+    (or is queued for it): each try used to count as another request, so half a second of waiting
+    made Tablesocket_requests_modify / _insert and memcached's cmd_set grow by dozens for one
+    write. They count requests, once each."""
+    from ts_mc import McConn
+    t = _table(srv, "lc_count")
+    srv.exec_sql("DELETE FROM kv WHERE k = 'lc_count'")
+    srv.exec_sql("INSERT INTO kv (k, v, flags, cas, exp) VALUES ('lc_count', 'old', 0, 1, 0)")
+    sql = h.sql_conn(srv, autocommit=False)
+    w = h.hs_open(srv.hs_port_wr, t, "v")
+    mc = McConn(srv.mc_port)
+
+    def cmd_set() -> int:
+        mc.send(b"stats\r\n")
+        return int(re.search(rb"STAT cmd_set (\d+)\r\n", mc.recv_until()).group(1))
+
+    try:
+        set0, st0 = cmd_set(), h.status(srv)
+        with sql.cursor() as c:
+            c.execute("BEGIN")
+            c.execute(f"SELECT * FROM {t} WHERE k = 1 FOR UPDATE")
+            c.execute("SELECT * FROM kv WHERE k = 'lc_count' FOR UPDATE")
+        w.send("1\t=\t1\t1\t1\t0\tU\tafter the lock\n")
+        mc.send(b"set lc_count 0 0 3\r\nnew\r\n")
+        time.sleep(0.5)
+        assert _no_reply(w) and _no_reply(mc)
+        sql.commit()
+        assert w.recv_line(timeout=5.0) == b"0\t1\t1\n"
+        assert mc.recv_line(5.0) == b"STORED\r\n"
+        st1 = h.status(srv)
+        assert st1["tablesocket_lock_waits"] - st0["tablesocket_lock_waits"] == 2, (st0, st1)
+        assert st1["tablesocket_requests_modify"] - st0["tablesocket_requests_modify"] == 1, (st0, st1)
+        assert st1["tablesocket_requests_insert"] - st0["tablesocket_requests_insert"] == 1, (st0, st1)
+        assert cmd_set() - set0 == 1
+        # An insert through HandlerSocket is not a memcached store: cmd_set does not count it.
+        assert w.request(f"P\t2\ttest\t{t}\tPRIMARY\tk,v,n\n") == b"0\t1\n"
+        set1 = cmd_set()
+        assert w.request("2\t+\t3\t9001\tnew\t0\n") == b"0\t1\n"
+        assert cmd_set() == set1
+        assert srv.sql(f"SELECT v FROM {t} WHERE k = 1") == [("after the lock",)]
+        assert srv.sql("SELECT v FROM kv WHERE k = 'lc_count'") == [("new",)]
+    finally:
+        w.close()
+        mc.close()
+        sql.close()
