@@ -146,7 +146,7 @@ Hs_session::Outcome Hs_session::run(Byte_buffer &in, Byte_buffer &out, unsigned 
         in.clear();
         return Outcome::close;
       case hs::Parse_status::error:
-        reply_client_error(out, pr.error_code, pr.error_message ? pr.error_message : "syntax");
+        reply_parse_error(req, pr, out);
         in.consume(pr.consumed);
         ++done;
         continue;
@@ -165,6 +165,18 @@ Hs_session::Outcome Hs_session::run(Byte_buffer &in, Byte_buffer &out, unsigned 
     ++done;
   }
   return Outcome::idle;
+}
+
+void Hs_session::reply_parse_error(const hs::Request &req, const hs::Parse_result &pr, Byte_buffer &out) {
+  /* HandlerSocket checks the login, then looks the index id up, before it reads the rest of the
+     line: an index that is not open is "stmtnum" however malformed the rest is. */
+  const bool index_named = req.command == hs::Command::exec && std::strcmp(pr.error_message ? pr.error_message : "", "indexid") != 0;
+  if ((req.command == hs::Command::open_index || index_named) && !authorized_)
+    reply_client_error(out, 3, "unauth");
+  else if (index_named && indexes_.find(req.exec.index_id) == indexes_.end())
+    reply_client_error(out, 2, "stmtnum");
+  else
+    reply_client_error(out, pr.error_code, pr.error_message ? pr.error_message : "syntax");
 }
 
 Hs_session::Exec Hs_session::execute(const hs::Request &req, Byte_buffer &out) {
@@ -411,6 +423,11 @@ Hs_session::Exec Hs_session::exec_write(Open_index &idx, const hs::Exec_request 
   mr.returns_rows = r.mod_returns_rows;
   mr.values = r.mod_values;
   mr.nvalues = r.nmod_values;
+  /* HandlerSocket reads exactly as many values as the index has columns: the empty token a
+     trailing tab leaves ("... U 5\t") is not one. Empty values past the columns are dropped; any
+     other extra value is still toomanyvalues. */
+  while (mr.nvalues > idx.ncolumns() && !mr.values[mr.nvalues - 1].is_null() && mr.values[mr.nvalues - 1].len == 0)
+    --mr.nvalues;
   Hs_row_sink sink(out, cfg_.max_output_buffer);
   uint64_t modified = 0;
   Store_status st = store_.modify(idx, fr, mr, sink, &modified);

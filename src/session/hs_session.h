@@ -45,6 +45,8 @@ class Hs_session final : public Session {
 
  private:
   enum class Exec : uint8_t { done, park };
+  /* The answer to a line the parser refused, in HandlerSocket's order of checks. */
+  void reply_parse_error(const hs::Request &req, const hs::Parse_result &pr, Byte_buffer &out);
   Exec execute(const hs::Request &req, Byte_buffer &out);
   Exec exec_open(const hs::Open_index_request &r, Byte_buffer &out);
   Exec exec_on_index(const hs::Exec_request &r, Byte_buffer &out);

@@ -1098,15 +1098,24 @@ void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_
     } else {
       f->set_notnull();
       const ulong before = da->warn_count();
-      f->store(v.ptr, v.len, client_cs_);
-      if (da->warn_count() != before) loss = std::max(loss, key_loss(f, before));
-      if (whole_values && loss == Key_loss::none && rounds_silently(f) && !is_integer_literal(v)) {
+      /* Trailing spaces after a number, a date or an ENUM name are not part of the value (SQL's
+         `WHERE n = '5 '` matches 5, with a note): stored without them, so a write by such a key
+         changes the row a read finds. */
+      Datum sv = v;
+      if (ignores_trailing_spaces(f) && client_cs_->mbminlen == 1)
+        while (sv.len && sv.ptr[sv.len - 1] == ' ') --sv.len;
+      f->store(sv.ptr, sv.len, client_cs_);
+      /* '' in an ENUM without that member is its empty error value (index 0), which SQL's
+         `WHERE e = ''` matches: exact, though the store warns. */
+      const bool enum_error_value = sv.len == 0 && f->real_type() == MYSQL_TYPE_ENUM;
+      if (da->warn_count() != before && !enum_error_value) loss = std::max(loss, key_loss(f, before));
+      if (whole_values && loss == Key_loss::none && rounds_silently(f) && !is_integer_literal(sv)) {
         /* An integer column takes '1.5' as 2 without a word: compare the numbers. (Digits alone
            are stored exactly or with a warning: nothing to compare.) */
         int err = 0;
-        char *end = const_cast<char *>(v.ptr) + v.len;
+        char *end = const_cast<char *>(sv.ptr) + sv.len;
         const double want = client_cs_->cset->strntod(const_cast<CHARSET_INFO *>(client_cs_),
-                                                      const_cast<char *>(v.ptr), v.len, &end, &err);
+                                                      const_cast<char *>(sv.ptr), sv.len, &end, &err);
         if (!err && want != f->val_real()) loss = Key_loss::converted;
       }
     }
@@ -1136,6 +1145,19 @@ void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_
   thd_->cuted_fields = saved_cuted;
   key_copy(key_buffer(k), t->record[0], &k, len);
   *key_len = len;
+}
+
+bool Mariadb_store::ignores_trailing_spaces(const Field *f) {
+  switch (f->real_type()) {
+    case MYSQL_TYPE_TINY: case MYSQL_TYPE_SHORT: case MYSQL_TYPE_INT24: case MYSQL_TYPE_LONG:
+    case MYSQL_TYPE_LONGLONG: case MYSQL_TYPE_DECIMAL: case MYSQL_TYPE_NEWDECIMAL: case MYSQL_TYPE_FLOAT:
+    case MYSQL_TYPE_DOUBLE: case MYSQL_TYPE_YEAR: case MYSQL_TYPE_DATE: case MYSQL_TYPE_NEWDATE:
+    case MYSQL_TYPE_TIME: case MYSQL_TYPE_TIME2: case MYSQL_TYPE_DATETIME: case MYSQL_TYPE_DATETIME2:
+    case MYSQL_TYPE_TIMESTAMP: case MYSQL_TYPE_TIMESTAMP2: case MYSQL_TYPE_ENUM:
+      return true;
+    default:  // strings compare with their own PAD rules; BIT takes the bytes as they are
+      return false;
+  }
 }
 
 bool Mariadb_store::rounds_silently(const Field *f) {

@@ -563,6 +563,9 @@ class Mariadb_store final : public Store {
   /* From the conditions the store raised after the first `before`. */
   Key_loss key_loss(Field *f, ulong before) const;
   /* Integer columns: a string with a fraction is stored rounded without a condition. */
+  /* A column whose values never end in a space (numbers, temporals, ENUM): a key's trailing
+     spaces are dropped before it is stored. */
+  static bool ignores_trailing_spaces(const Field *f);
   static bool rounds_silently(const Field *f);
   std::vector<uint32_t> filter_offsets_;
   char val_buf_[MAX_FIELD_WIDTH];

@@ -1041,3 +1041,67 @@ class TestBinlog:
             assert ends == ["Xid"] * 6
         finally:
             b.close()
+
+
+# ---------------------------------------------------------------------------------------------------
+# what a differential fuzz against handlersocket.so found (each answered as HandlerSocket answers it)
+
+
+class TestAsHandlerSocketReadsTheLine:
+    def test_a_write_by_a_number_or_date_key_with_trailing_spaces_changes_that_row(self, server, hs, make_table):
+        """'5 ' names 5 (SQL's WHERE a = '5 ' too, with a note): a read found row 5 and a write
+        by the same key changed nothing."""
+        t = make_table("id int primary key, a int, d date, v varchar(10), key ka (a), key kd (d)")
+        server.exec_sql(f"INSERT INTO {t} VALUES (1, 5, '2020-01-02', 'x'), (2, 5, '2020-01-03', 'y'), "
+                        "(3, 7, '2020-01-02', 'z')")
+        w = hs(wr=True)
+        open_index(w, 1, t, "ka", "v")
+        open_index(w, 2, t, "kd", "id")
+        assert w.request("1\t=\t1\t5 \t10\t0\n") == b"0\t1\tx\ty\n"
+        assert w.request("1\t=\t1\t5  \t10\t0\tU\tfive\n") == b"0\t1\t2\n"
+        assert w.request("2\t=\t1\t2020-01-02 \t10\t0\tD\n") == b"0\t1\t2\n"
+        assert dump(server, t, "id, v") == [("2", "five")]
+
+    def test_a_write_by_the_empty_enum_value_changes_the_rows_holding_it(self, server, hs, make_table):
+        """'' is an ENUM's error value (index 0), which SQL's WHERE e = '' matches: a read found
+        those rows and a write by the same key changed nothing."""
+        t = make_table("id int primary key, e enum('a','b') not null, v varchar(10), key ke (e)")
+        server.exec_sql(f"SET STATEMENT sql_mode = '' FOR INSERT INTO {t} VALUES (1, 'a', 'x'), (2, 0, 'y'), (3, 0, 'z')")
+        w = hs(wr=True)
+        open_index(w, 1, t, "ke", "id")
+        assert w.request("1\t=\t1\t\t10\t0\n") == b"0\t1\t2\t3\n"
+        assert w.request("1\t=\t1\t\t10\t0\tD?\n") == b"0\t1\t2\t3\n"
+        assert dump(server, t, "id") == [("1",)]
+
+    def test_a_trailing_tab_after_the_modify_values_is_ignored(self, server, hs, make_table):
+        t = make_table("id int primary key, n int, v varchar(10)")
+        server.exec_sql(f"INSERT INTO {t} VALUES (1, 0, 'a'), (2, 0, 'b')")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "v")
+        open_index(w, 2, t, "PRIMARY", "n")
+        assert w.request("1\t=\t1\t1\t1\t0\tU\tnew\t\n") == b"0\t1\t1\n"
+        assert w.request("2\t=\t1\t2\t1\t0\t+\t5\t\n") == b"0\t1\t1\n"
+        assert w.request("2\t=\t1\t2\t1\t0\tU?\t6\t\n") == b"0\t1\t5\n"
+        assert dump(server, t) == [("1", "0", "new"), ("2", "6", "b")]
+
+    @pytest.mark.tablesocket_only("HS ignores any value past the index's columns")
+    def test_a_value_past_the_columns_is_still_an_error(self, server, hs, make_table):
+        t = make_table("id int primary key, v varchar(10)")
+        server.exec_sql(f"INSERT INTO {t} VALUES (1, 'a')")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "v")
+        assert w.request("1\t=\t1\t1\t1\t0\tU\tnew\textra\n") == b"2\t1\ttoomanyvalues\n"
+        assert w.request("1\t=\t1\t1\t1\t0\tU\tnew\t\x00\n") == b"2\t1\ttoomanyvalues\n"
+        assert dump(server, t) == [("1", "a")]
+
+    def test_a_trailing_tab_after_the_filter_columns_of_an_open_is_ignored(self, hs, make_table):
+        t = make_table("id int primary key, a int, key ka (a)")
+        w = hs(wr=True)
+        assert w.request(f"P\t2\ttest\t{t}\tka\tid\ta\t\n") == b"0\t1\n"
+        assert w.request(f"P\t3\ttest\t{t}\tka\tid\t\t\n") == b"0\t1\n"
+
+    def test_an_index_that_is_not_open_is_stmtnum_before_the_rest_of_the_line(self, hs):
+        w = hs(wr=True)
+        assert w.request("9\t=\t0\n") == b"2\t1\tstmtnum\n"
+        assert w.request("9\tX\t1\t1\n") == b"2\t1\tstmtnum\n"
+        assert w.request("9\t=\t1\t1\t1\t0\tZ\n") == b"2\t1\tstmtnum\n"

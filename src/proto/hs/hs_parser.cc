@@ -225,6 +225,9 @@ Parse_result parse_open(Value *tok, size_t n, size_t consumed, Request *out) {
   if (n < 2 || !parse_u32(tok[1], &o.index_id)) return make_error(consumed, "indexid");
   if (n < 3) return make_error(consumed, "dbname");
   if (n < 4) return make_error(consumed, "tablename");
+  /* Empty tokens after the filter columns (a trailing tab) are ignored, as HandlerSocket ignores
+     whatever follows them; anything else there is an error. */
+  while (n > 7 && tok[n - 1].len == 0) --n;
   if (n > 7) return make_error(consumed, "syntax");
   /* Names are taken as sent, like HandlerSocket (which does not unescape them either). */
   o.db = std::string_view(tok[2].ptr, tok[2].len);
