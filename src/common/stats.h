@@ -21,11 +21,11 @@ namespace tablesocket {
   X(errors, "requests answered with an error")                          \
   X(rows_read, "rows returned")                                         \
   X(rows_written, "rows inserted, updated or deleted")                  \
-  X(batches, "batches executed (transactions that touched a table, one commit each)") \
+  X(batches, "batches executed (transactions that touched a table, one commit each; a request waiting for a lock is tried in one each time)") \
   X(commits_overlapped, "batch commits run on a commit thread while the worker ran the next batch") \
   X(table_opens, "table opens (including reopens after DDL)")           \
   X(table_yields, "tables closed to let DDL or FLUSH proceed")          \
-  X(lock_waits, "requests parked waiting for a metadata lock")          \
+  X(lock_waits, "requests parked waiting for a lock (a table's metadata lock or a row lock), each once")          \
   X(lock_queued, "writes that met a row lock for tablesocket_lock_queue_after and waited in InnoDB's lock queue on a session of their own") \
   X(protocol_errors, "connections closed for oversized or malformed input") \
   X(timeouts, "connections closed as idle")                             \

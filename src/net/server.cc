@@ -221,7 +221,6 @@ bool Server::accept_ready(Port &p, Worker &self, Counters &counters, unsigned ma
       }
       return true;  // EAGAIN (another worker took it): nothing more to accept
     }
-    counters.add(counters.connections_total);
     if (live_connections.load(std::memory_order_relaxed) >= int64_t(cfg_.max_connections)) {
       refuse(p, fd, "");
       counters.add(counters.connections_rejected);
@@ -246,6 +245,7 @@ bool Server::accept_ready(Port &p, Worker &self, Counters &counters, unsigned ma
         peer.host_slot = true;
       }
     }
+    counters.add(counters.connections_total);  // accepted: the refused ones are counted apart
     int one = 1;
     if (p.unix_path.empty()) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     /* This worker keeps it unless another has fewer connections (ties stay: no thread switch). */
@@ -259,10 +259,10 @@ bool Server::accept_ready(Port &p, Worker &self, Counters &counters, unsigned ma
 }
 
 /* A connection over a limit gets one line saying so (HandlerSocket's error form, or memcached's
-   SERVER_ERROR) and is closed; `what` follows "too many open connections" on memcached's. */
+   own line) and is closed; `what` follows "Too many open connections" on memcached's. */
 void Server::refuse(const Port &p, int fd, const char *what) {
   std::string msg = p.protocol == Protocol::mc
-                        ? std::string("SERVER_ERROR too many open connections") + what + "\r\n"
+                        ? std::string("ERROR Too many open connections") + what + "\r\n"
                         : std::string("1\t1\ttoomanyconnections\n");
   (void)!::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   ::close(fd);

@@ -170,7 +170,8 @@ Hs_session::Outcome Hs_session::run(Byte_buffer &in, Byte_buffer &out, unsigned 
 void Hs_session::reply_parse_error(const hs::Request &req, const hs::Parse_result &pr, Byte_buffer &out) {
   /* HandlerSocket checks the login, then looks the index id up, before it reads the rest of the
      line: an index that is not open is "stmtnum" however malformed the rest is. */
-  const bool index_named = req.command == hs::Command::exec && std::strcmp(pr.error_message ? pr.error_message : "", "indexid") != 0;
+  const char *msg = pr.error_message ? pr.error_message : "";
+  const bool index_named = req.command == hs::Command::exec && std::strcmp(msg, "indexid") != 0 && std::strcmp(msg, "cmd") != 0;
   if ((req.command == hs::Command::open_index || index_named) && !authorized_)
     reply_client_error(out, 3, "unauth");
   else if (index_named && indexes_.find(req.exec.index_id) == indexes_.end())

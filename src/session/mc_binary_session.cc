@@ -206,10 +206,10 @@ Mc_session::Exec Mc_session::bin_get(const Bin_request &rq, Byte_buffer &out) {
   Open_container *oc = bin_resolve(rq, out, &row_key, &e);
   if (!oc) return e;
   clear_items();
-  Store_status st = lookup(*oc, &row_key, 1, items_);
+  Store_status st = lookup(*oc, &row_key, 1, items_, !touch);
   if (!st.ok()) return bin_server_error(st, rq, out);
-  count_reads(touch, 1, items_.size());
   if (items_.empty()) {
+    count_reads(touch, 1, 0);
     if (rq.quiet) return Exec::done;  // a quiet get's miss is not answered
     if (with_key)
       mc::encode_bin_response(out, rq, Bin_status::key_enoent, 0, {}, rq.key, {});
@@ -220,8 +220,9 @@ Mc_session::Exec Mc_session::bin_get(const Bin_request &rq, Byte_buffer &out) {
   Item &it = items_[0];
   if (touch) {
     st = touch_row(*oc, row_key, absolute_expiry_u32(rq.exptime));
-    if (!st.ok()) return bin_server_error(st, rq, out);
+    if (!st.ok()) return bin_server_error(st, rq, out);  // a lock wait runs it again: counted after
   }
+  count_reads(touch, 1, 1);
   if (rq.op != Bin_op::touch && !fits_output(it)) {
     counters_.add(counters_.errors);
     mc::encode_bin_error(out, rq, Bin_status::e2big);
@@ -279,7 +280,6 @@ Mc_session::Exec Mc_session::bin_store(const Bin_request &rq, Byte_buffer &out) 
     case Kv_outcome::too_large:
       /* memcached 1.6: an append or prepend whose result would be too large is "Not stored." (the
          chunk alone too large was refused as "Too large." before it was read). */
-      counters_.add(counters_.mc_store_too_large);
       mc::encode_bin_error(out, rq, concat ? Bin_status::not_stored : Bin_status::e2big);
       return Exec::done;
     default: mc::encode_bin_error(out, rq, Bin_status::key_enoent); return Exec::done;
@@ -317,8 +317,10 @@ Mc_session::Exec Mc_session::bin_arith(const Bin_request &rq, Byte_buffer &out) 
   kr.delta = rq.delta;
   kr.expect_cas = rq.cas;
   Kv_result res;
-  Store_status st = write(*oc, kr, &res);
+  /* A counter this request creates counts as a stored item, not as a miss (as in memcached). */
+  Store_status st = write(*oc, kr, &res, !rq.creates());
   if (!st.ok()) return bin_server_error(st, rq, out);
+  if (rq.creates() && res.outcome != Kv_outcome::not_found) count_outcome(kr.op, res.outcome);
   if (res.outcome == Kv_outcome::not_found && rq.creates()) {
     /* A missing counter is created with the initial value (and the expiration); the delta is not
        applied to it. If another client created it meanwhile, that one is incremented. */

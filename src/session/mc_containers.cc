@@ -77,6 +77,7 @@ Store_status Mc_containers::refresh(Store &store, const std::string &schema, uin
   if (options_idx_.valid()) {
     Datum key{"separator", 9};
     Find_request fr;
+    fr.counts_rows = false;
     fr.op = Find_op::eq;
     fr.keys = &key;
     fr.nkeys = 1;
@@ -86,6 +87,7 @@ Store_status Mc_containers::refresh(Store &store, const std::string &schema, uin
   }
   Datum from{"", 0};
   Find_request fr;
+  fr.counts_rows = false;
   fr.op = Find_op::ge;
   fr.keys = &from;
   fr.nkeys = 1;

@@ -378,7 +378,8 @@ void Mc_session::clear_items() {
   items_.clear();
 }
 
-Store_status Mc_session::lookup(Open_container &oc, const std::string_view *keys, size_t n, std::vector<Item> &items) {
+Store_status Mc_session::lookup(Open_container &oc, const std::string_view *keys, size_t n, std::vector<Item> &items,
+                                bool counts_expired) {
   Datum few[4];  // a multi-get's keys; one in the common case, no allocation up to four
   std::vector<Datum> many;
   Datum *in = few;
@@ -389,6 +390,7 @@ Store_status Mc_session::lookup(Open_container &oc, const std::string_view *keys
   for (size_t i = 0; i < n; ++i) in[i] = Datum{keys[i].data() ? keys[i].data() : "", keys[i].size()};
   Datum first = n ? in[0] : Datum{"", 0};
   Find_request fr;
+  fr.counts_rows = false;
   fr.op = Find_op::eq;
   fr.keys = &first;
   fr.nkeys = 1;
@@ -402,8 +404,8 @@ Store_status Mc_session::lookup(Open_container &oc, const std::string_view *keys
   capture_.clear();
   Store_status st = store_.find(oc.idx, fr, capture_);
   if (!st.ok()) return st;
-  if (size_t expired = decode_items(oc.def.layout, capture_, items))
-    counters_.add(counters_.mc_get_expired, expired);  // a range's do not count
+  const size_t expired = decode_items(oc.def.layout, capture_, items);
+  if (expired && counts_expired && !retrying_) counters_.add(counters_.mc_get_expired, expired);  // a range's do not count
   return {};
 }
 
@@ -436,6 +438,7 @@ Store_status Mc_session::range(Open_container &oc, std::string_view spec, std::v
   Datum start{lower ? lower->key.data() : "", lower ? lower->key.size() : 0};
   if (!start.ptr) start.ptr = "";
   Find_request fr;
+  fr.counts_rows = false;
   fr.op = lower && lower->op == Compare_op::gt ? Find_op::gt : Find_op::ge;
   fr.keys = &start;
   fr.nkeys = 1;
@@ -484,6 +487,7 @@ Store_status Mc_session::write(Open_container &oc, Kv_request &kr, Kv_result *re
   if (st.ok()) {
     if (!store_.write_committed()) wrote_in_batch = true;  // its reply waits for the batch's commit
     if (counted) count_outcome(kr.op, res->outcome);
+    if (res->outcome == Kv_outcome::not_numeric) counters_.add(counters_.errors);  // answered with an error
     if (res->outcome == Kv_outcome::stored && stores_item(kr.op)) counters_.add(counters_.mc_total_items);
     /* A new value (or none) ends the item's stale/win state; a touch does not, nor a write that
        changed nothing (an add of an existing item, a cas that did not match, incr of a
@@ -509,6 +513,9 @@ void Mc_session::count_outcome(Kv_op op, Kv_outcome outcome) {
     case Kv_op::remove:
       if (outcome == Kv_outcome::deleted) counters_.add(counters_.mc_delete_hits);
       else if (missing) counters_.add(counters_.mc_delete_misses);
+      break;
+    case Kv_op::invalidate:  // md I: memcached counts its miss, not its hit
+      if (missing) counters_.add(counters_.mc_delete_misses);
       break;
     case Kv_op::incr:
     case Kv_op::decr: {
@@ -673,7 +680,10 @@ Session_outcome Mc_session::run_text(Byte_buffer &in, Byte_buffer &out, unsigned
         return Session_outcome::idle;
       case mc::Mc_parse_status::fatal:
         counters_.add(counters_.protocol_errors);
-        if (pr.reply && pr.error) mc::encode_line(out, pr.error);
+        if (pr.reply && pr.error) {
+          counters_.add(counters_.errors);
+          mc::encode_line(out, pr.error);
+        }
         in.clear();
         return Session_outcome::close;
       case mc::Mc_parse_status::error:
@@ -860,7 +870,7 @@ Mc_session::Exec Mc_session::exec_get_part(const Mc_request &rq, Byte_buffer &ou
         return Exec::done;
       }
     } else {
-      st = lookup(*oc, &row_key, 1, items_);
+      st = lookup(*oc, &row_key, 1, items_, !touch);
       if (items_.size() > first) items_.back().reply_key.assign(key);  // memcached echoes the key as asked
     }
     if (!st.ok()) return server_error(st, out, false);
@@ -889,11 +899,17 @@ Mc_session::Exec Mc_session::exec_get_part(const Mc_request &rq, Byte_buffer &ou
   }
   if (touch) {
     const int64_t expiry = absolute_expiry(rq.exptime);
+    if (!retrying_) gat_touched_.clear();
     for (size_t i = 0; i < items_.size(); ++i) {
       if (!owner[i]) continue;
+      std::string id(reinterpret_cast<const char *>(&owner[i]), sizeof owner[i]);
+      id += items_[i].key;
+      if (gat_touched_.count(id)) continue;  // touched before this request waited for a lock
       Store_status st = touch_row(*owner[i], items_[i].key, expiry);
       if (!st.ok()) return server_error(st, out, false);
+      gat_touched_.insert(std::move(id));
     }
+    gat_touched_.clear();
     /* A touch that ends the item (an exptime already past): memcached, taking the keys one after
        the other, returns it for the first of repeated keys only; the later ones miss. */
     if (expiry != 0 && expiry <= int64_t(time(nullptr))) {
@@ -968,7 +984,6 @@ Mc_session::Exec Mc_session::exec_store(const Mc_request &rq, Byte_buffer &out) 
     case Kv_outcome::not_stored: mc::encode_reply(out, Mc_reply::not_stored); break;
     case Kv_outcome::exists: mc::encode_reply(out, Mc_reply::exists); break;
     case Kv_outcome::too_large:  // as memcached 1.6
-      counters_.add(counters_.mc_store_too_large);
       mc::encode_reply(out, Mc_reply::not_stored);
       break;
     default: mc::encode_reply(out, Mc_reply::not_found); break;
@@ -1026,6 +1041,7 @@ Store_status Mc_session::flush_container(int64_t expire_at, bool *needs_expiry) 
   if (!oc) return st;
   Datum from{"", 0};
   Find_request fr;
+  fr.counts_rows = false;
   fr.op = Find_op::ge;
   fr.keys = &from;
   fr.nkeys = 1;
@@ -1165,7 +1181,7 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
   Open_container *oc = resolve(rq.key(), &row_key, &st);
   if (!oc) return server_error(st, out, false);
   clear_items();
-  st = lookup(*oc, &row_key, 1, items_);
+  st = lookup(*oc, &row_key, 1, items_, !rq.meta.has_ttl);
   if (!st.ok()) return server_error(st, out, false);
   bool won = false, vivified = false;
   if (items_.empty() && rq.meta.vivify) {
@@ -1188,21 +1204,32 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
       if (!st.ok()) return server_error(st, out, false);
     }
   }
-  /* memcached counts an mg with T that found its item as a touch, one that did not as a get miss */
-  const uint64_t found_one = items_.size() - (vivified ? 1 : 0);
-  count_reads(rq.meta.has_ttl && found_one, 1, found_one);
+  /* memcached counts an mg with T that found its item as a touch, one that did not as a get miss;
+     an item N created is a hit */
+  const uint64_t found_one = items_.size();
   if (items_.empty()) {
+    count_reads(false, 1, 0);
     if (!rq.noreply) mc::encode_meta(out, Mc_meta_code::en, rq, nullptr);
     return Exec::done;
   }
   Item &it = items_[0];
+  /* The touch first: it may wait for a row lock (the request runs again), so nothing is counted
+     or handed out before it. The recache check below sees the expiry the item had. */
+  const int64_t expiry_before = it.expiry;
+  if (rq.meta.has_ttl) {
+    const int64_t expiry = absolute_expiry(rq.meta.ttl);
+    st = touch_row(*oc, it.key, expiry);
+    if (!st.ok()) return server_error(st, out, false);
+    it.expiry = expiry;
+  }
+  count_reads(rq.meta.has_ttl && found_one, 1, found_one);
   bool stale = false, token_sent = false;
   if (!vivified && (rq.meta.vivify || rq.meta.has_recache || !Recache_tokens::instance().empty(row_key))) {
     const std::string tk = token_key(oc->def, row_key);
     Recache_tokens::State s = Recache_tokens::instance().get(row_key, tk, cas_of(it));
     stale = s.stale;
     /* memcached applies mg's flags in the order sent: a T before R sets the TTL that R looks at. */
-    const int64_t expiry = ttl_before_recache(rq) ? absolute_expiry(rq.meta.ttl) : it.expiry;
+    const int64_t expiry = ttl_before_recache(rq) ? absolute_expiry(rq.meta.ttl) : expiry_before;
     const int64_t left = expiry > 0 ? expiry - int64_t(time(nullptr)) : -1;
     const bool recache = rq.meta.has_recache && left >= 0 && left < rq.meta.recache_ttl;
     if (s.token_sent) {
@@ -1212,12 +1239,6 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
       s.token_sent = true;
       Recache_tokens::instance().put(row_key, tk, cas_of(it), s);
     }
-  }
-  if (rq.meta.has_ttl) {
-    const int64_t expiry = absolute_expiry(rq.meta.ttl);
-    st = touch_row(*oc, it.key, expiry);
-    if (!st.ok()) return server_error(st, out, false);
-    it.expiry = expiry;
   }
   if (rq.meta.return_value && !fits_output(it)) {
     counters_.add(counters_.errors);
@@ -1252,9 +1273,12 @@ Mc_session::Exec Mc_session::exec_ms(const Mc_request &rq, Byte_buffer &out) {
   }
   Kv_request kr = storage_request(rq, row_key);
   Kv_result res;
-  st = write(*oc, kr, &res);
+  /* I with a CAS: counted once it is known whether the value was stored (a cas hit, as memcached
+     counts it) or not. */
+  const bool cas_may_invalidate = rq.meta.invalidate && kr.op == Kv_op::cas;
+  st = write(*oc, kr, &res, !cas_may_invalidate);
   if (!st.ok()) return server_error(st, out, false);
-  if (res.outcome == Kv_outcome::exists && rq.meta.invalidate && kr.op == Kv_op::cas) {
+  if (res.outcome == Kv_outcome::exists && cas_may_invalidate) {
     /* I with a CAS older than the item's: the value is stored all the same, and the item is
        marked stale (the next mg sees X, and one client W). */
     clear_items();
@@ -1272,6 +1296,7 @@ Mc_session::Exec Mc_session::exec_ms(const Mc_request &rq, Byte_buffer &out) {
       if (res.outcome == Kv_outcome::stored) Recache_tokens::instance().put(row_key, tk, res.cas, {true, token_sent});
     }
   }
+  if (cas_may_invalidate) count_outcome(Kv_op::cas, res.outcome);
   mc::Mc_item_info info;
   info.cas = res.cas;
   Mc_meta_code code;
@@ -1295,8 +1320,12 @@ Mc_session::Exec Mc_session::exec_md(const Mc_request &rq, Byte_buffer &out) {
     clear_items();
     st = lookup(*oc, &row_key, 1, items_);
     if (!st.ok()) return server_error(st, out, false);
-    if (items_.empty()) { mc::encode_meta(out, Mc_meta_code::nf, rq, nullptr); return Exec::done; }
-    if (cas_of(items_[0]) != rq.meta.compare_cas) { mc::encode_meta(out, Mc_meta_code::ex, rq, nullptr); return Exec::done; }
+    /* Neither deletes: a delete miss, as memcached counts them. */
+    if (items_.empty() || cas_of(items_[0]) != rq.meta.compare_cas) {
+      counters_.add(counters_.mc_delete_misses);
+      mc::encode_meta(out, items_.empty() ? Mc_meta_code::nf : Mc_meta_code::ex, rq, nullptr);
+      return Exec::done;
+    }
   }
   Kv_request kr;
   kr.op = Kv_op::remove;
@@ -1341,8 +1370,10 @@ Mc_session::Exec Mc_session::exec_ma(const Mc_request &rq, Byte_buffer &out) {
   kr.delta = rq.meta.delta;
   kr.expect_cas = rq.meta.has_compare_cas ? rq.meta.compare_cas : 0;  // C<cas>: EX unless it matches
   Kv_result res;
-  st = write(*oc, kr, &res);
+  /* A counter this request creates (N) counts as a stored item, not as a miss (as in memcached). */
+  st = write(*oc, kr, &res, !rq.meta.vivify);
   if (!st.ok()) return server_error(st, out, false);
+  if (rq.meta.vivify && res.outcome != Kv_outcome::not_found) count_outcome(kr.op, res.outcome);
   if (res.outcome == Kv_outcome::exists) {
     mc::encode_meta(out, Mc_meta_code::ex, rq, nullptr);
     return Exec::done;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <ctime>
 #include <string>
+#include <unordered_set>
 #include <unordered_map>
 #include <vector>
 
@@ -125,7 +126,10 @@ class Mc_session final : public Session {
   }
   void clear_items();                // items_.clear(), keeping value buffers for the next request
   /* Looks up keys (all in container oc); appends found, unexpired items in request order. */
-  Store_status lookup(Open_container &oc, const std::string_view *keys, size_t n, std::vector<Item> &items);
+  /* counts_expired: an expired row counts in get_expired (not for the touching commands, as in
+     memcached); counted on a request's first run only (a parked request runs its lookups again). */
+  Store_status lookup(Open_container &oc, const std::string_view *keys, size_t n, std::vector<Item> &items,
+                      bool counts_expired = true);
   Store_status range(Open_container &oc, std::string_view spec, std::vector<Item> &items);
   /* counted: the outcome counts in memcached's per-command figures (not for an internal write). */
   Store_status write(Open_container &oc, Kv_request &kr, Kv_result *res, bool counted = true);
@@ -204,6 +208,9 @@ class Mc_session final : public Session {
   std::vector<std::string> spare_values_;  // value buffers of earlier items, reused
   Captured_rows capture_;                  // rows of the current lookup, reused
   std::vector<Open_container *> owners_;   // exec_get: the container of each item
+  /* The items a gat/gats already touched (container and key): a gat that waits for a row lock
+     halfway runs again, and does not touch (write and commit) the ones before it again. */
+  std::unordered_set<std::string> gat_touched_;
   size_t get_resume_ = 0;  // exec_get: the key a get answered in parts goes on from (0: none pending)
   std::string config_error_;  // backs Store_status::message for configuration errors
 };

@@ -1328,7 +1328,7 @@ Store_status Mariadb_store::find(Open_index &idx, const Find_request &req, Row_s
     st = merge(idx, req, sink, &rows);
   else
     st = scan(idx, req, &sink, nullptr, &rows);
-  if (st.ok()) counters_.add(counters_.rows_read, rows);
+  if (st.ok() && req.counts_rows) counters_.add(counters_.rows_read, rows);
   return st;
 }
 

@@ -126,6 +126,7 @@ Store_status Mariadb_store::read_account(const char *host, const char *user, std
   keys[1].ptr = user;
   keys[1].len = strlen(user);
   Find_request fr;
+  fr.counts_rows = false;
   fr.op = Find_op::eq;
   fr.keys = keys;
   fr.nkeys = 2;

@@ -261,7 +261,9 @@ Store_status Mariadb_store::kv_write_here(Open_index &idx, const Kv_layout &layo
     return st;
   }
   if (!end_write(s, true)) return commit_failed();
-  counters_.add(counters_.rows_written);
+  const bool wrote = res->outcome == Kv_outcome::stored || res->outcome == Kv_outcome::number ||
+                     res->outcome == Kv_outcome::touched || (req.op == Kv_op::remove && present);
+  if (wrote) counters_.add(counters_.rows_written);  // a miss, a NOT_STORED or a bad CAS wrote nothing
   return {};
 }
 

@@ -173,6 +173,9 @@ struct Find_request {
   uint32_t nin_values = 0;
   const Filter *filters = nullptr;
   uint32_t nfilters = 0;
+  /* false: the rows found are not counted in rows_read (the plugin's own reads of its
+     configuration and accounts, and memcached lookups, which count the items they return). */
+  bool counts_rows = true;
 };
 
 struct Modify_request {

@@ -739,3 +739,48 @@ def test_a_write_that_waited_for_a_lock_is_counted_once(srv):
         w.close()
         mc.close()
         sql.close()
+
+
+def test_a_touch_that_waited_for_a_lock_is_done_and_counted_once(srv):
+    """`gat` of two keys whose second row SQL holds: the request runs again until it gets the
+    lock, and used to touch (write and commit) the first key again every time, and to count the
+    expired key it met in get_expired and an `mg ... T` in cmd_touch each time (+300 for one
+    request)."""
+    from ts_mc import McConn
+    srv.exec_sql("DELETE FROM kv WHERE k IN ('lt_a', 'lt_b', 'lt_x')")
+    srv.exec_sql("INSERT INTO kv (k, v, flags, cas, exp) VALUES ('lt_a', 'A', 0, 1, 0), ('lt_b', 'B', 0, 2, 0), "
+                 "('lt_x', 'X', 0, 3, 1)")
+    sql = h.sql_conn(srv, autocommit=False)
+    mc = McConn(srv.mc_port)
+    try:
+        st0 = h.status(srv)
+        with sql.cursor() as c:
+            c.execute("BEGIN")
+            c.execute("SELECT * FROM kv WHERE k = 'lt_b' FOR UPDATE")
+        mc.send(b"gat 0 lt_x lt_a lt_b\r\n")
+        time.sleep(0.4)
+        assert _no_reply(mc)
+        sql.commit()
+        assert mc.recv_until(timeout=5.0) == b"VALUE lt_a 0 1\r\nA\r\nVALUE lt_b 0 1\r\nB\r\nEND\r\n"
+        st1 = h.status(srv)
+        assert st1["tablesocket_rows_written"] - st0["tablesocket_rows_written"] == 2, (st0, st1)
+        assert st1["tablesocket_mc_get_expired"] - st0["tablesocket_mc_get_expired"] == 0, (st0, st1)
+        assert st1["tablesocket_mc_cmd_touch"] - st0["tablesocket_mc_cmd_touch"] == 3, (st0, st1)
+        assert st1["tablesocket_mc_touch_hits"] - st0["tablesocket_mc_touch_hits"] == 2, (st0, st1)
+        assert st1["tablesocket_rows_read"] - st0["tablesocket_rows_read"] == 2, (st0, st1)
+        # mg with T on a locked row: one touch, one hit.
+        with sql.cursor() as c:
+            c.execute("BEGIN")
+            c.execute("SELECT * FROM kv WHERE k = 'lt_a' FOR UPDATE")
+        mc.send(b"mg lt_a v T0\r\n")
+        time.sleep(0.4)
+        assert _no_reply(mc)
+        sql.commit()
+        assert mc.recv_line(5.0) == b"VA 1\r\n" and mc.recv_line(5.0) == b"A\r\n"
+        st2 = h.status(srv)
+        assert st2["tablesocket_mc_cmd_touch"] - st1["tablesocket_mc_cmd_touch"] == 1, (st1, st2)
+        assert st2["tablesocket_mc_touch_hits"] - st1["tablesocket_mc_touch_hits"] == 1, (st1, st2)
+        assert st2["tablesocket_rows_written"] - st1["tablesocket_rows_written"] == 1, (st1, st2)
+    finally:
+        mc.close()
+        sql.close()

@@ -1101,6 +1101,67 @@ def test_stats_count_hits_and_misses_per_command(mc, key):
         dict(zip(names, (2, 1, 5, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1))), st  # (mg T's miss is a get miss)
 
 
+def test_stats_count_meta_commands_as_memcached_does(mc, key):
+    """The meta commands' figures (an audit against memcached 1.6.18 found them apart): md with C
+    or I that deletes nothing is a delete miss (md I that marks an item is no delete hit); ms I
+    with an older CAS stores, a cas hit; ma N and mg N creating the item are a stored item and a
+    get hit, not misses. (get_expired is left out: memcached's LRU crawler may reap an expired
+    item first, making it a plain miss.)"""
+    c = mc()
+    k, k2, gone, ctr, viv, old = key("k"), key("k2"), key("gone"), key("ctr"), key("viv"), key("old")
+    c.set(k, b"v")
+    c.set(k2, b"v")
+    c.request(f"set {old} 0 1 1\r\no\r\n", b"STORED\r\n")  # expires in a second
+    c.send(f"gets {k2}\r\n")
+    first_cas = int(re.match(rb"VALUE \S+ 0 1 (\d+)\r\n", c.recv_until()).group(1))
+    c.set(k2, b"w")
+    time.sleep(2.1)
+    c.request("stats reset\r\n", b"RESET\r\n")
+    c.request(f"md {gone} C123\r\n", b"NF\r\n")
+    c.request(f"md {k} C123\r\n", b"EX\r\n")
+    c.request(f"md {gone} I\r\n", b"NF\r\n")
+    c.request(f"md {k} I\r\n", b"HD\r\n")
+    c.request(f"ms {k2} 1 I C{first_cas}\r\nx\r\n", b"HD\r\n")
+    c.request(f"ma {ctr} N0 J5 v\r\n", b"VA 1\r\n5\r\n")
+    c.send(f"mg {viv} N30 v\r\n")
+    assert c.recv_line(5.0).startswith(b"VA 0 W"), "mg N wins the new item"
+    c.recv_line(5.0)
+    c.request(f"gat 100 {old}\r\n", b"END\r\n")
+    c.send("stats\r\n")
+    st = dict(re.findall(rb"STAT (\S+) (\S+)\r\n", c.recv_until()))
+    names = ("delete_hits", "delete_misses", "cas_hits", "cas_badval", "incr_misses", "incr_hits", "get_hits",
+             "get_misses", "total_items", "touch_misses", "store_too_large")
+    assert {n: int(st[n.encode()]) for n in names} == \
+        dict(zip(names, (0, 3, 1, 0, 0, 0, 1, 0, 3, 1, 0))), st
+
+
+@TS_ONLY
+def test_rows_read_and_written_count_what_clients_got_and_changed(ts, tsmc, key):
+    """Tablesocket_rows_read counts the rows a memcached read returned (each hit was counted
+    twice, and the plugin's own reads of its configuration counted too); rows_written counts rows
+    changed (a miss, NOT_STORED or a bad CAS counted one)."""
+    import ts_harness as h
+    c = tsmc()
+    k, gone = key("k"), key("gone")
+    c.set(k, b"v")
+    st0 = h.status(ts)
+    c.request(f"get {k} {gone}\r\n", value_reply(k, b"v") + b"END\r\n")
+    c.request(f"mg {k} v\r\n", b"VA 1\r\nv\r\n")
+    c.request(f"add {k} 0 0 1\r\nx\r\n", b"NOT_STORED\r\n")
+    c.request(f"replace {gone} 0 0 1\r\nx\r\n", b"NOT_STORED\r\n")
+    c.request(f"delete {gone}\r\n", b"NOT_FOUND\r\n")
+    c.request(f"incr {k} 1\r\n", b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n")
+    c.request(f"cas {k} 0 0 1 1\r\nx\r\n", b"EXISTS\r\n")
+    st1 = h.status(ts)
+    assert st1["tablesocket_rows_read"] - st0["tablesocket_rows_read"] == 2, (st0, st1)
+    assert st1["tablesocket_rows_written"] - st0["tablesocket_rows_written"] == 0, (st0, st1)
+    assert st1["tablesocket_errors"] - st0["tablesocket_errors"] == 1, (st0, st1)
+    c.set(k, b"w")
+    c.request(f"delete {k}\r\n", b"DELETED\r\n")
+    st2 = h.status(ts)
+    assert st2["tablesocket_rows_written"] - st1["tablesocket_rows_written"] == 2, (st1, st2)
+
+
 def test_stats_count_bytes_too_large_items_and_cpu(mc, key):
     """bytes_read / bytes_written, store_too_large and rusage_* (memcached's format), which
     dashboards chart."""

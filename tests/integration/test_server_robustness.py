@@ -601,17 +601,19 @@ def test_connections_over_max_connections_per_host_are_refused_per_address(reque
         try:
             held[2].send("version\r\n")
             assert held[2].recv_line().startswith(b"VERSION ")
+            total0 = h.status(s)["tablesocket_connections_total"]
             extra = h.HSConn(s.hs_port_wr)
             assert extra.recv_line(timeout=5) == b"1\t1\ttoomanyconnections\n"
             assert h.wait_closed(extra, 2.0) is not None
             extra.close()
             extra = McConn(s.mc_port)
-            assert extra.recv_line(timeout=5) == b"SERVER_ERROR too many open connections from this address\r\n"
+            assert extra.recv_line(timeout=5) == b"ERROR Too many open connections from this address\r\n"
             assert h.wait_closed(extra, 2.0) is not None
             extra.close()
             st = h.status(s)
             assert st["tablesocket_connections_rejected_per_host"] == 2
             assert st["tablesocket_connections_rejected"] == 0
+            assert st["tablesocket_connections_total"] == total0, "refused connections are not accepted ones"
             # another address has its own four
             for _ in range(4):
                 sk = _from("127.0.0.2", s.hs_port)
@@ -624,7 +626,7 @@ def test_connections_over_max_connections_per_host_are_refused_per_address(reque
                     got += chunk
                 assert got == b"0\t1\n0\t2\t5\tv5\n"
             sk = _from("127.0.0.2", s.mc_port)
-            assert sk.recv(4096) == b"SERVER_ERROR too many open connections from this address\r\n"
+            assert sk.recv(4096) == b"ERROR Too many open connections from this address\r\n"
             sk.close()
             # unix-socket clients are not counted
             for _ in range(6):
