@@ -712,9 +712,8 @@ def test_a_write_that_waited_for_a_lock_is_counted_once(srv):
 
     try:
         set0, st0 = cmd_set(), h.status(srv)
+        _begin(sql, f"SELECT * FROM {t} WHERE k = 1 FOR UPDATE")
         with sql.cursor() as c:
-            c.execute("BEGIN")
-            c.execute(f"SELECT * FROM {t} WHERE k = 1 FOR UPDATE")
             c.execute("SELECT * FROM kv WHERE k = 'lc_count' FOR UPDATE")
         w.send("1\t=\t1\t1\t1\t0\tU\tafter the lock\n")
         mc.send(b"set lc_count 0 0 3\r\nnew\r\n")
@@ -754,9 +753,7 @@ def test_a_touch_that_waited_for_a_lock_is_done_and_counted_once(srv):
     mc = McConn(srv.mc_port)
     try:
         st0 = h.status(srv)
-        with sql.cursor() as c:
-            c.execute("BEGIN")
-            c.execute("SELECT * FROM kv WHERE k = 'lt_b' FOR UPDATE")
+        _begin(sql, "SELECT * FROM kv WHERE k = 'lt_b' FOR UPDATE")
         mc.send(b"gat 0 lt_x lt_a lt_b\r\n")
         time.sleep(0.4)
         assert _no_reply(mc)
@@ -769,9 +766,7 @@ def test_a_touch_that_waited_for_a_lock_is_done_and_counted_once(srv):
         assert st1["tablesocket_mc_touch_hits"] - st0["tablesocket_mc_touch_hits"] == 2, (st0, st1)
         assert st1["tablesocket_rows_read"] - st0["tablesocket_rows_read"] == 2, (st0, st1)
         # mg with T on a locked row: one touch, one hit.
-        with sql.cursor() as c:
-            c.execute("BEGIN")
-            c.execute("SELECT * FROM kv WHERE k = 'lt_a' FOR UPDATE")
+        _begin(sql, "SELECT * FROM kv WHERE k = 'lt_a' FOR UPDATE")
         mc.send(b"mg lt_a v T0\r\n")
         time.sleep(0.4)
         assert _no_reply(mc)
