@@ -703,9 +703,7 @@ Session_outcome Mc_session::run_text(Byte_buffer &in, Byte_buffer &out, unsigned
       case mc::Mc_parse_status::complete:
         break;
     }
-    retrying_ = get_resume_ != 0;  // a get's next part: counted when it began
     Exec e = execute(rq_, out);
-    retrying_ = false;
     if (e == Exec::park) {
       parked_ = true;
       parked_rq_ = rq_;
@@ -760,7 +758,7 @@ Mc_session::Exec Mc_session::execute(const Mc_request &rq, Byte_buffer &out) {
     case Mc_command::gets:
     case Mc_command::gat:
     case Mc_command::gats:
-      counters_.count_request(counters_.requests_find, retrying_);
+      counters_.count_request(counters_.requests_find, retrying_ || get_resume_ != 0);  // a next part: counted
       return exec_get(rq, out);
     case Mc_command::set:
     case Mc_command::add:
