@@ -245,6 +245,31 @@ int64_t Mc_session::absolute_expiry_u32(uint32_t exptime) const {
   return int64_t(exptime);
 }
 
+Mc_session::Meta_ttl Mc_session::walk_meta_ttl(const Mc_request &rq, bool found, int64_t item_expiry,
+                                               bool creates) const {
+  Meta_ttl m;
+  bool exists = found;
+  int64_t cur = item_expiry;
+  for (uint32_t i = 0; i < rq.nmeta_flags; ++i) {
+    switch (rq.meta_flags[i].flag) {
+      case 'T':
+        cur = absolute_expiry(rq.meta.ttl);
+        exists = m.set = true;
+        m.expiry = cur;
+        break;
+      case 'N':
+        if (!creates) break;  // only a miss creates
+        cur = absolute_expiry(rq.meta.vivify_ttl);
+        exists = m.set = true;
+        m.expiry = cur;
+        break;
+      case 't': m.reported = exists ? ttl_of_expiry(cur) : -1; break;
+      default: break;
+    }
+  }
+  return m;
+}
+
 Mc_session::Open_container *Mc_session::open_container(const Mc_container &c, Store_status *st) {
   if (!c.problem.empty()) {
     config_error_ = c.problem;
@@ -1184,8 +1209,8 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
   bool won = false, vivified = false;
   if (items_.empty() && rq.meta.vivify) {
     /* N<ttl>: the miss creates an empty item; this client wins the right to fill it (W), the
-       ones that come before it is filled see it with Z. */
-    const int64_t expiry = absolute_expiry(rq.meta.vivify_ttl);
+       ones that come before it is filled see it with Z. Its TTL: N's, or T's after it. */
+    const int64_t expiry = walk_meta_ttl(rq, false, 0, true).expiry;
     Kv_result ar;
     st = add_row(*oc, row_key, "", expiry, &ar);
     if (!st.ok()) return server_error(st, out, false);
@@ -1214,11 +1239,11 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
   /* The touch first: it may wait for a row lock (the request runs again), so nothing is counted
      or handed out before it. The recache check below sees the expiry the item had. */
   const int64_t expiry_before = it.expiry;
-  if (rq.meta.has_ttl) {
-    const int64_t expiry = absolute_expiry(rq.meta.ttl);
-    st = touch_row(*oc, it.key, expiry);
+  const Meta_ttl ttl = walk_meta_ttl(rq, !vivified, vivified ? 0 : it.expiry, vivified);
+  if (rq.meta.has_ttl && !vivified) {  // an item N created has its TTL already
+    st = touch_row(*oc, it.key, ttl.expiry);
     if (!st.ok()) return server_error(st, out, false);
-    it.expiry = expiry;
+    it.expiry = ttl.expiry;
   }
   count_reads(rq.meta.has_ttl && found_one, 1, found_one);
   bool stale = false, token_sent = false;
@@ -1229,7 +1254,10 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
     /* memcached applies mg's flags in the order sent: a T before R sets the TTL that R looks at. */
     const int64_t expiry = ttl_before_recache(rq) ? absolute_expiry(rq.meta.ttl) : expiry_before;
     const int64_t left = expiry > 0 ? expiry - int64_t(time(nullptr)) : -1;
-    const bool recache = rq.meta.has_recache && left >= 0 && left < rq.meta.recache_ttl;
+    /* R's token is read as an exptime: over 30 days it is a unix time (one past gives no win). */
+    const int64_t threshold = rq.meta.recache_ttl > kRelativeExptimeMax ? rq.meta.recache_ttl - int64_t(time(nullptr))
+                                                                         : rq.meta.recache_ttl;
+    const bool recache = rq.meta.has_recache && left >= 0 && left < threshold;
     if (s.token_sent) {
       token_sent = true;
     } else if (s.stale || recache) {
@@ -1247,7 +1275,7 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
   info.cas = rq.meta.has('c') ? cas_of(it) : 0;
   info.client_flags = it.flags;
   info.size = uint32_t(it.value.size());
-  info.ttl = ttl_of(it);
+  info.ttl = ttl.reported;
   info.key_binary = rq.meta.base64_key;
   info.won = won;
   info.stale = stale;
@@ -1282,7 +1310,8 @@ Mc_session::Exec Mc_session::exec_ms(const Mc_request &rq, Byte_buffer &out) {
     clear_items();
     st = lookup(*oc, &row_key, 1, items_);
     if (!st.ok()) return server_error(st, out, false);
-    if (!items_.empty() && rq.meta.compare_cas < cas_of(items_[0])) {
+    /* C0 is no CAS to be older: EX, as memcached answers. */
+    if (!items_.empty() && rq.meta.compare_cas != 0 && rq.meta.compare_cas < cas_of(items_[0])) {
       /* As memcached: the new value keeps the item's TTL (T is ignored), and a win token already
          handed out for the item stays handed out (the others keep seeing Z). */
       const std::string tk = token_key(oc->def, row_key);
@@ -1380,7 +1409,7 @@ Mc_session::Exec Mc_session::exec_ma(const Mc_request &rq, Byte_buffer &out) {
   if (res.outcome == Kv_outcome::not_found && rq.meta.vivify) {
     /* N<ttl>: create the counter with J<initial> (default 0). */
     Kv_result ar;
-    st = add_row(*oc, row_key, std::to_string(rq.meta.initial), absolute_expiry(rq.meta.vivify_ttl), &ar);
+    st = add_row(*oc, row_key, std::to_string(rq.meta.initial), walk_meta_ttl(rq, false, 0, true).expiry, &ar);
     if (!st.ok()) return server_error(st, out, false);
     if (ar.outcome == Kv_outcome::stored) {
       res.outcome = Kv_outcome::number;
@@ -1400,8 +1429,18 @@ Mc_session::Exec Mc_session::exec_ma(const Mc_request &rq, Byte_buffer &out) {
     mc::encode_meta(out, Mc_meta_code::nf, rq, nullptr);
     return Exec::done;
   }
-  if (rq.meta.has_ttl) {
-    st = touch_row(*oc, row_key, absolute_expiry(rq.meta.ttl));
+  /* t: the TTL as it stands at its place among T and N (an incr does not change it); the item's
+     own is read before T changes it. */
+  int64_t item_expiry = 0;
+  if (rq.meta.has('t') && !vivified) {
+    clear_items();
+    st = lookup(*oc, &row_key, 1, items_);
+    if (!st.ok()) return server_error(st, out, false);
+    if (!items_.empty()) item_expiry = items_[0].expiry;
+  }
+  const Meta_ttl ttl = walk_meta_ttl(rq, !vivified, item_expiry, vivified);
+  if (rq.meta.has_ttl && !vivified) {  // a counter N created has its TTL already
+    st = touch_row(*oc, row_key, ttl.expiry);
     if (!st.ok()) return server_error(st, out, false);
   }
   mc::Mc_item_info info;
@@ -1409,14 +1448,7 @@ Mc_session::Exec Mc_session::exec_ma(const Mc_request &rq, Byte_buffer &out) {
   std::string v = std::to_string(res.number);
   info.size = uint32_t(v.size());
   if (rq.noreply && !vivified) return Exec::done;  // q: a successful change is silent (memcached 1.6)
-  if (rq.meta.has('t')) {
-    /* t: the item's remaining TTL (-1: never expires), as the row now has it (after T or N). */
-    clear_items();
-    st = lookup(*oc, &row_key, 1, items_);
-    if (!st.ok()) return server_error(st, out, false);
-    if (!items_.empty())
-      info.ttl = ttl_of(items_[0]);
-  }
+  if (rq.meta.has('t')) info.ttl = ttl.reported;
   if (rq.meta.return_value)
     mc::encode_meta_value(out, rq, &info, v);
   else
@@ -1437,7 +1469,8 @@ Mc_session::Exec Mc_session::exec_me(const Mc_request &rq, Byte_buffer &out) {
     return Exec::done;
   }
   mc::Mc_debug_info info;
-  info.exp = items_[0].expiry > 0 ? items_[0].expiry - int64_t(time(nullptr)) : -1;
+  /* As memcached 1.6.18 prints it: now minus the expiry (an item with 30 s to live says -30). */
+  info.exp = items_[0].expiry > 0 ? int64_t(time(nullptr)) - items_[0].expiry : -1;
   info.cas = cas_of(items_[0]);
   info.total_size = items_[0].value.size();
   mc::encode_meta_debug(out, rq.key(), rq.meta.base64_key, info);

@@ -121,9 +121,19 @@ class Mc_session final : public Session {
   size_t decode_items(const Kv_layout &l, const Captured_rows &rows, std::vector<Item> &items);
   static uint64_t cas_of(Item &it);  // the item's cas; derived from its content if the row has none
   /* The item's remaining seconds, at least 0, or -1 when it never expires (meta's t flag). */
-  static int64_t ttl_of(const Item &it) {
-    return it.expiry > 0 ? std::max<int64_t>(it.expiry - int64_t(time(nullptr)), 0) : -1;
+  static int64_t ttl_of(const Item &it) { return ttl_of_expiry(it.expiry); }
+  static int64_t ttl_of_expiry(int64_t expiry) {
+    return expiry > 0 ? std::max<int64_t>(expiry - int64_t(time(nullptr)), 0) : -1;
   }
+  /* memcached applies a meta command's T and N in the order sent (the later one sets the
+     item's TTL) and `t` shows the TTL as it stands at its place among them (-1 before the item
+     exists). */
+  struct Meta_ttl {
+    bool set = false;        // T (or N creating the item) gives the item `expiry`
+    int64_t expiry = 0;      // absolute unix time; 0: never
+    int64_t reported = -1;   // what t shows
+  };
+  Meta_ttl walk_meta_ttl(const mc::Mc_request &rq, bool found, int64_t item_expiry, bool creates) const;
   void clear_items();                // items_.clear(), keeping value buffers for the next request
   /* Looks up keys (all in container oc); appends found, unexpired items in request order. */
   /* counts_expired: an expired row counts in get_expired (not for the touching commands, as in

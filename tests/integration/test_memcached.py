@@ -726,6 +726,50 @@ def test_mg_applies_a_ttl_before_a_recache_that_follows_it(mc, key):
     c.request(f"mg {m} R2000\r\n", b"HD W\r\n")        # now 1000 s left
 
 
+@pytest.mark.parametrize("cmd,flags,first,then", [
+    ("mg", "t N30", b"HD t-1 W", b"HD t30 Z"),     # t before the item exists
+    ("mg", "T100 t N30", b"HD t100 W", b"HD t30 Z"),  # N after T: N's TTL
+    ("mg", "N30 T100 t", b"HD t100 W", b"HD t100 Z"),  # T after N: T's
+    ("mg", "N30 t T100", b"HD t30 W", b"HD t100 Z"),
+    ("ma", "t N30", b"HD t-1", b"HD t30"),
+    ("ma", "T100 N30 t", b"HD t30", b"HD t30"),
+    ("ma", "N30 T100 t", b"HD t100", b"HD t100"),
+])
+def test_meta_t_and_n_apply_in_the_order_sent(mc, key, cmd, flags, first, then):
+    """memcached applies T and N in the order sent (the later sets the TTL) and `t` shows the TTL
+    where it stands among them; a differential fuzz found tablesocket applying T last."""
+    c = mc()
+    k = key()
+    c.request(f"{cmd} {k} {flags}\r\n", first + b"\r\n")
+    c.request(f"mg {k} t\r\n", then + b"\r\n")
+
+
+@pytest.mark.parametrize("cmd", ["mg", "ma"])
+def test_meta_t_before_t_shows_the_ttl_the_item_had(mc, key, cmd):
+    c = mc()
+    k = key()
+    c.request(f"set {k} 0 50 1\r\n1\r\n", b"STORED\r\n")
+    c.request(f"{cmd} {k} t T100\r\n", b"HD t50\r\n")
+    c.request(f"mg {k} t\r\n", b"HD t100\r\n")
+
+
+def test_mg_recache_token_over_30_days_is_a_unix_time(mc, key):
+    """R's token is read as an exptime: over 30 days a unix time; one in the past never wins."""
+    c = mc()
+    k = key()
+    c.request(f"set {k} 0 1000 1\r\na\r\n", b"STORED\r\n")
+    c.request(f"mg {k} R5000000 t\r\n", b"HD t1000\r\n")
+    c.request(f"mg {k} R{int(time.time()) + 2000} t\r\n", b"HD t1000 W\r\n")
+
+
+def test_ms_invalidate_with_cas_0_is_exists(mc, key):
+    c = mc()
+    k = key()
+    c.request(f"set {k} 0 0 3\r\n387\r\n", b"STORED\r\n")
+    c.request(f"ms {k} 1 C0 I\r\ny\r\n", b"EX\r\n")
+    c.request(f"mg {k} v\r\n", b"VA 3\r\n387\r\n")
+
+
 def test_incr_reads_the_number_up_to_a_nul_or_a_space(mc, key):
     c = mc()
     k, m = key(), key()
