@@ -48,7 +48,7 @@ CONVERSATION = [
     (lambda i: i.delete("=", [9], returning=True), b"0\t=\t1\t9\t1\t0\tD?", b"0\t2", []),
     (lambda i: i.last(["u1"], 2), b"0\tL\t1\tu1\t2\t0", b"0\t2\t9\tz\t8\ty",
      [(b"9", b"z"), (b"8", b"y")]),
-    (lambda i: i.last(), b"0\tL\t0\t1\t0", b"0\t2\t9\tz", [(b"9", b"z")]),
+    (lambda i: i.last([7]), b"0\tL\t1\t7\t1\t0", b"0\t2\t9\tz", [(b"9", b"z")]),
 ]
 
 CHUNKERS = [whole, bytewise] + [split_at(k) for k in range(1, 40)]
@@ -538,3 +538,45 @@ def test_client_lock_serialises_threads():
             t.join()
         c.close()
         assert not bad
+
+
+def test_requests_that_cannot_be_answered_are_refused_before_sending():
+    """last() without a prefix (the server answers klen) and an index without columns (a
+    found row and a miss look alike)."""
+    with LoopbackServer(echo_handler) as srv, ts.Client("127.0.0.1", srv.port, timeout=5) as c:
+        idx = c.open_index("db", "t", columns=["k", "v"])
+        with pytest.raises(ts.ClientError, match="needs a prefix"):
+            idx.last()
+        with pytest.raises(ts.ClientError, match="at least one column"):
+            c.open_index("db", "t", columns=[])
+
+
+def test_close_from_another_thread_ends_a_call_waiting_for_its_reply():
+    """close() shuts the socket down: a call of another thread waiting for a reply that will
+    never come ends with ConnectionError at once, not at its timeout (or never)."""
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(1)
+    held = []
+    threading.Thread(target=lambda: held.append(lsock.accept()[0]), daemon=True).start()
+    c = ts.Client("127.0.0.1", lsock.getsockname()[1], timeout=None)
+    outcome = []
+
+    def call():
+        try:
+            c.open_index("db", "t", columns=["k"]).find("=", [1])
+        except ts.ConnectionError as e:
+            outcome.append(e)
+    try:
+        t = threading.Thread(target=call)
+        t.start()
+        time.sleep(0.2)
+        assert t.is_alive()
+        c.close()
+        t.join(3)
+        assert not t.is_alive(), "the waiting call did not end after close()"
+        assert outcome and isinstance(outcome[0], ts.ConnectionError), outcome
+    finally:
+        for s in held:
+            s.close()
+        lsock.close()

@@ -779,3 +779,16 @@ def test_tls_logins(tls_server):
             plain.login(user, "pw")
     finally:
         _drop_accounts(lambda q: t.srv.exec_sql(q, db=None), [user])
+
+
+
+def test_a_request_over_the_servers_size_limit_raises_its_error(client, users):
+    """The server answers `toolong` (before the rest of the request was even sent) and closes
+    the connection: the caller gets that ServerError, not a ProtocolError, and the client is
+    closed (reconnect() goes on)."""
+    with pytest.raises(ts.ServerError) as e:
+        users.insert([1, "x" * (8 << 20), "e"])
+    assert e.value.message == "toolong"
+    assert client.closed
+    client.reconnect()
+    assert users.find("=", [1]) == []  # nothing was written

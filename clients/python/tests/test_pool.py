@@ -108,3 +108,23 @@ def test_close_and_validation():
     for bad in (dict(size=0), dict(size=True), dict(connect=False)):
         with pytest.raises(ts.ClientError):
             ts.Pool("h", 1, **bad)
+
+
+def test_a_connection_is_taken_back_once_and_only_by_its_pool():
+    """Released twice, one connection went to two borrowers; a foreign one was taken in."""
+    with LoopbackServer(handler) as srv, ts.Pool("127.0.0.1", srv.port, size=2, timeout=5) as pool:
+        c = pool.acquire()
+        pool.release(c)
+        with pytest.raises(ts.ClientError, match="already given back"):
+            pool.release(c)
+        a, b = pool.acquire(), pool.acquire()
+        assert a is not b
+        pool.release(a)
+        pool.release(b)
+        other = ts.Client("127.0.0.1", srv.port, timeout=5)
+        try:
+            with pytest.raises(ts.ClientError, match="does not belong"):
+                pool.release(other)
+        finally:
+            other.close()
+        assert pool.idle == 2

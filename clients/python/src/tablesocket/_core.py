@@ -108,6 +108,10 @@ class IndexSpec(NamedTuple):
     filter_columns: Tuple[str, ...]
 
 
+# Errors after which the server answers no more on the connection (it closes it).
+CLOSING_ERRORS = frozenset({"toolong", "toomanytokens", "nomemory"})
+
+
 class Batch:
     """Requests written together and answered in order. Feed it reply lines with
     :meth:`feed_line` until :attr:`finished`; on a transport or protocol failure call
@@ -126,6 +130,15 @@ class Batch:
     @property
     def finished(self) -> bool:
         return self.pos >= len(self.ops)
+
+    def closing_error(self) -> Optional[ServerError]:
+        """The first answer after which the server closes the connection (a line over its
+        size or token limit: ``toolong``, ``toomanytokens``, ``nomemory``), if any."""
+        for op in self.ops[: self.pos]:
+            e = op.result._exc
+            if isinstance(e, ServerError) and e.message in CLOSING_ERRORS:
+                return e
+        return None
 
     @property
     def remaining(self) -> int:
@@ -342,6 +355,8 @@ class IndexBase:
 
     def _last_req(self, prefix: Sequence[Value], limit: int, offset: int,
                   filters: Iterable[Filter]) -> Request:
+        if not prefix:
+            raise ClientError("last() needs a prefix: the leading key part(s) to look under")
         return self._rows_request(proto.encode_find(
             self.id, proto.LAST_OP, prefix, limit, offset, None, filters,
             filter_columns=self.spec.filter_columns))
@@ -459,6 +474,9 @@ def check_index_owner(index: IndexBase, client: Any) -> None:
 def make_spec(db: str, table: str, index: str, columns: Union[str, Sequence[str]],
               filter_columns: Union[str, Sequence[str], None]) -> IndexSpec:
     cols = proto._column_list(columns, "column")
+    if not cols:
+        raise ClientError("open_index needs at least one column (an index without columns "
+                          "cannot tell a found row from a miss)")
     fcols = proto._column_list(filter_columns or (), "filter column")
     for v, what in ((db, "database name"), (table, "table name"), (index, "index name")):
         proto._name(v, what)

@@ -78,6 +78,7 @@ class SocketTransport:
         self._sel = selectors.DefaultSelector()
         self._sel.register(sock, selectors.EVENT_READ)
         self._events = selectors.EVENT_READ
+        self._closed = False
 
     @classmethod
     def connect(
@@ -129,12 +130,25 @@ class SocketTransport:
             self._sel.modify(self.sock, events)
             self._events = events
         r = w = False
+        # At most half a second per wait (the caller loops): a close() from another thread,
+        # which may not wake this select, is seen within it.
+        if timeout is None or timeout > 0.5:
+            timeout = 0.5
+        if self._closed:
+            raise errors.ConnectionError("the connection was closed (close() from another thread)")
         for _key, ev in self._sel.select(timeout):
             r = r or bool(ev & selectors.EVENT_READ)
             w = w or bool(ev & selectors.EVENT_WRITE)
         return r, w
 
     def close(self) -> None:
+        self._closed = True
+        try:
+            # Wakes a thread of another call waiting on this socket (it sees the connection
+            # closed) before the descriptor goes away and its number can be reused.
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         try:
             self._sel.close()
         finally:
@@ -167,12 +181,21 @@ def _drive(t: Transport, reader: LineReader, batch: Batch, timeout: Optional[flo
             if chunk is None:
                 continue
             if not chunk:
+                closing = batch.closing_error()
+                if closing is not None:
+                    raise closing  # the server closed the connection after this answer
                 raise errors.ConnectionError(
                     f"connection closed by the server with {batch.remaining} "
                     f"repl{'y' if batch.remaining == 1 else 'ies'} outstanding")
             reader.feed(chunk)
     if sent < n:
+        closing = batch.closing_error()
+        if closing is not None:
+            raise closing  # e.g. toolong: answered before the rest was sent, then closed
         raise errors.ProtocolError("the server answered requests that were not completely sent")
+    closing = batch.closing_error()
+    if closing is not None:
+        raise closing  # answered, and the server closes the connection after it
     if reader.buffered:
         raise errors.ProtocolError(f"{reader.buffered} unexpected byte(s) after the last reply")
 

@@ -95,7 +95,9 @@ class Pool:
                         f"no free connection within {timeout}s (pool size {self.size})")
                 self._cond.wait(remaining)
         try:  # connect outside the lock
-            return Client(self.host, self.port, **self._kwargs)
+            c = Client(self.host, self.port, **self._kwargs)
+            c._pool = self  # release() takes back only its own connections
+            return c
         except BaseException:
             with self._cond:
                 self._total -= 1
@@ -106,6 +108,10 @@ class Pool:
         """Return a connection; a closed one, or one whose account was changed with
         ``login()``, is closed and dropped (its slot freed)."""
         with self._cond:
+            if client in self._idle:
+                raise ClientError("this connection was already given back to the pool")
+            if getattr(client, "_pool", None) is not self:
+                raise ClientError("this connection does not belong to this pool")
             if self._closed or client.closed or client._manual_login:
                 self._total -= 1
                 client.close()
