@@ -254,13 +254,13 @@ Mc_session::Meta_ttl Mc_session::walk_meta_ttl(const Mc_request &rq, bool found,
     switch (rq.meta_flags[i].flag) {
       case 'T':
         cur = absolute_expiry(rq.meta.ttl);
-        exists = m.set = true;
+        exists = true;
         m.expiry = cur;
         break;
       case 'N':
         if (!creates) break;  // only a miss creates
         cur = absolute_expiry(rq.meta.vivify_ttl);
-        exists = m.set = true;
+        exists = true;
         m.expiry = cur;
         break;
       case 't': m.reported = exists ? ttl_of_expiry(cur) : -1; break;
@@ -1432,7 +1432,7 @@ Mc_session::Exec Mc_session::exec_ma(const Mc_request &rq, Byte_buffer &out) {
   /* t: the TTL as it stands at its place among T and N (an incr does not change it); the item's
      own is read before T changes it. */
   int64_t item_expiry = 0;
-  if (rq.meta.has('t') && !vivified) {
+  if (rq.meta.has('t') && !vivified && !rq.noreply) {  // (q: a successful change is not answered)
     clear_items();
     st = lookup(*oc, &row_key, 1, items_);
     if (!st.ok()) return server_error(st, out, false);

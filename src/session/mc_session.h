@@ -129,8 +129,7 @@ class Mc_session final : public Session {
      item's TTL) and `t` shows the TTL as it stands at its place among them (-1 before the item
      exists). */
   struct Meta_ttl {
-    bool set = false;        // T (or N creating the item) gives the item `expiry`
-    int64_t expiry = 0;      // absolute unix time; 0: never
+    int64_t expiry = 0;      // what the last T (or N creating the item) gives it: unix time; 0 never
     int64_t reported = -1;   // what t shows
   };
   Meta_ttl walk_meta_ttl(const mc::Mc_request &rq, bool found, int64_t item_expiry, bool creates) const;

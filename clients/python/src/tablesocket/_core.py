@@ -117,7 +117,7 @@ class Batch:
     :meth:`feed_line` until :attr:`finished`; on a transport or protocol failure call
     :meth:`fail` so that every unanswered result carries the error."""
 
-    __slots__ = ("ops", "data", "pos", "_session", "_failed_opens", "generation")
+    __slots__ = ("ops", "data", "pos", "_session", "_failed_opens", "generation", "_closing")
 
     def __init__(self, session: "Session", ops: List[Operation]):
         self._session = session
@@ -126,6 +126,7 @@ class Batch:
         self.pos = 0
         self._failed_opens: Dict[int, ServerError] = {}
         self.generation = session.generation
+        self._closing: Optional[ServerError] = None
 
     @property
     def finished(self) -> bool:
@@ -134,11 +135,7 @@ class Batch:
     def closing_error(self) -> Optional[ServerError]:
         """The first answer after which the server closes the connection (a line over its
         size or token limit: ``toolong``, ``toomanytokens``, ``nomemory``), if any."""
-        for op in self.ops[: self.pos]:
-            e = op.result._exc
-            if isinstance(e, ServerError) and e.message in CLOSING_ERRORS:
-                return e
-        return None
+        return self._closing
 
     @property
     def remaining(self) -> int:
@@ -155,6 +152,8 @@ class Batch:
             raise  # pos stays: fail() will fail this op too
         except ServerError as e:
             self.pos += 1
+            if self._closing is None and e.message in CLOSING_ERRORS:
+                self._closing = e
             if req.opens and req.index_id is not None:
                 self._session.mark_closed(req.index_id, self.generation)
                 self._failed_opens[req.index_id] = e

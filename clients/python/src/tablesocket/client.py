@@ -272,6 +272,7 @@ class Client:
         self.server_hostname = server_hostname
         self._auth, self._login = resolve_auth(auth, user, password, secret)
         self._manual_login = False  # login() changed the account the constructor set up
+        self._pool: Any = None  # the Pool that made this connection (release() checks it)
         self._transport_factory = transport_factory
         self._transport: Optional[Transport] = None
         self._reader = LineReader(max_reply_size)

@@ -110,7 +110,7 @@ class Pool:
         with self._cond:
             if client in self._idle:
                 raise ClientError("this connection was already given back to the pool")
-            if getattr(client, "_pool", None) is not self:
+            if client._pool is not self:
                 raise ClientError("this connection does not belong to this pool")
             if self._closed or client.closed or client._manual_login:
                 self._total -= 1
