@@ -1179,6 +1179,40 @@ def test_stats_count_meta_commands_as_memcached_does(mc, key):
         dict(zip(names, (0, 3, 1, 0, 0, 0, 1, 0, 3, 1, 0))), st
 
 
+def test_me_prints_exp_as_memcached_does(mc, key):
+    """memcached prints exp as now minus the expiry: -30 for an item with 30 s to live."""
+    c = mc()
+    k = key()
+    c.request(f"set {k} 0 30 1\r\na\r\n", b"STORED\r\n")
+    c.send(f"me {k}\r\n")
+    assert re.match(rb"ME \S+ exp=-(30|29) ", c.recv_line(5.0))
+
+
+def test_an_append_past_the_size_limit_is_not_store_too_large(mc, key):
+    c = mc()
+    k = key()
+    big = b"x" * 600_000
+    c.request(b"set %s 0 0 %d\r\n%s\r\n" % (k.encode(), len(big), big), b"STORED\r\n")
+    c.request("stats reset\r\n", b"RESET\r\n")
+    c.send(b"append %s 0 0 %d\r\n%s\r\n" % (k.encode(), len(big), big))
+    assert c.recv_line(5.0) != b"STORED\r\n"
+    c.send("stats\r\n")
+    st = dict(re.findall(rb"STAT (\S+) (\S+)\r\n", c.recv_until()))
+    assert int(st[b"store_too_large"]) == 0, st
+
+
+@TS_ONLY
+def test_a_get_line_over_the_request_size_counts_as_an_error(ts, tsmc, key):
+    import ts_harness as h
+    c = tsmc()
+    st0 = h.status(ts)
+    c.send(b"get " + b" ".join(b"k%07d" % i for i in range(140_000)) + b"\r\n")
+    assert c.recv_line(5.0).startswith(b"SERVER_ERROR get line too long")
+    st1 = h.status(ts)
+    assert st1["tablesocket_errors"] - st0["tablesocket_errors"] == 1, (st0, st1)
+    assert st1["tablesocket_protocol_errors"] - st0["tablesocket_protocol_errors"] == 1, (st0, st1)
+
+
 @TS_ONLY
 def test_rows_read_and_written_count_what_clients_got_and_changed(ts, tsmc, key):
     """Tablesocket_rows_read counts the rows a memcached read returned (each hit was counted
