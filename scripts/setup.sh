@@ -115,6 +115,15 @@ if [ ! -x "$venv/bin/pytest" ] || [ ! -f "$venv/.reqs-v2" ]; then
   "$venv/bin/pip" install -q -r "$here/tests/requirements.txt"
   touch "$venv/.reqs-v2"
 fi
+# meta-memcache (a meta-protocol memcached client; a compiled wheel with three more) for its
+# conformance test: optional, the test is skipped without it.
+if [ ! -f "$venv/.meta-memcache-v1" ]; then
+  if "$venv/bin/pip" install -q --timeout 30 --retries 2 'meta-memcache==4.3.0' >/dev/null 2>&1; then
+    touch "$venv/.meta-memcache-v1"
+  else
+    log "meta-memcache could not be installed from PyPI: its test will be skipped"
+  fi
+fi
 
 # ---- 4. MariaDB source, unpacked with Debian's patches, configured ------------------------------
 upstream=${ver#*:}; upstream=${upstream%%-*}

@@ -26,9 +26,6 @@ using mc::Mc_request;
 
 constexpr int32_t kRelativeExptimeMax = 60 * 60 * 24 * 30;  // memcached: larger is a unix time
 
-/* CAS values: unique across workers and increasing across restarts (seeded by the clock). */
-std::atomic<uint64_t> g_cas{0};
-
 uint64_t to_u64(std::string_view s) {
   uint64_t v = 0;
   for (char c : s) {
@@ -218,17 +215,6 @@ class Flush_deadlines {
 
 
 }  // namespace
-
-uint64_t Mc_session::next_cas() {
-  uint64_t v = g_cas.load(std::memory_order_relaxed);
-  if (v == 0) {
-    timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t seed = (uint64_t(ts.tv_sec) * 1000000 + uint64_t(ts.tv_nsec) / 1000) << 8;
-    g_cas.compare_exchange_strong(v, seed);
-  }
-  return g_cas.fetch_add(1, std::memory_order_relaxed) + 1;
-}
 
 int64_t Mc_session::absolute_expiry(int32_t exptime) const {
   if (exptime == 0) return 0;
@@ -506,7 +492,7 @@ Store_status Mc_session::write(Open_container &oc, Kv_request &kr, Kv_result *re
     const int64_t flush_at = Flush_deadlines::instance().pending(oc.def, kr.now);
     if (flush_at && (kr.expiry == 0 || kr.expiry > flush_at)) kr.expiry = flush_at;
   }
-  kr.new_cas = next_cas();
+  kr.new_cas = next_kv_cas();  // the store raises it above the row's cas
   kr.max_value_size = cfg_.mc_max_value_size;
   Store_status st = store_.kv_write(oc.idx, oc.def.layout, kr, res);
   if (st.ok()) {

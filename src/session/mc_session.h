@@ -150,7 +150,6 @@ class Mc_session final : public Session {
   /* The key/value write a classic storage command or an ms asks for. */
   Kv_request storage_request(const mc::Mc_request &rq, std::string_view row_key) const;
   int64_t absolute_expiry(int32_t exptime) const;
-  uint64_t next_cas();
   /* Deletes key after a store of it was refused as too large (memcached unlinks the old item). */
   void drop_refused_item(std::string_view key);
   /* Server-side failure reply ("SERVER_ERROR ..."), or park for a lock wait. */

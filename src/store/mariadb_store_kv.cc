@@ -138,12 +138,16 @@ Store_status Mariadb_store::kv_write_here(Open_index &idx, const Kv_layout &layo
   }
   st = {};
   Kv_request upd = req;
+  /* A row's cas only grows (common/kv_cas.h): a token from an earlier version never matches it
+     again, even one issued before a restart, when the counter began lower. */
+  if (present && layout.cas >= 0)
+    upd.new_cas = kv_cas_after(uint64_t(t->field[idx.columns_[layout.cas]]->val_int()), req.new_cas);
   auto current_flags = [&]() -> uint32_t {
     return layout.flags >= 0 ? uint32_t(t->field[idx.columns_[layout.flags]]->val_int()) : 0;
   };
   /* The CAS a client will see for the row as written: the new cas value, or the content hash. */
   auto result_cas = [&](std::string_view value, uint32_t flags) {
-    res->cas = layout.cas >= 0 ? req.new_cas : content_cas(value, flags);
+    res->cas = layout.cas >= 0 ? upd.new_cas : content_cas(value, flags);
   };
   /* The row's CAS as a client saw it: the cas column, or the content hash for a row without one
      (e.g. a row SQL wrote). */
@@ -161,19 +165,19 @@ Store_status Mariadb_store::kv_write_here(Open_index &idx, const Kv_layout &layo
   }
   switch (req.op) {
     case Kv_op::set:
-      st = kv_set_row(t, idx, layout, req, req.value.view(), present);
+      st = kv_set_row(t, idx, layout, upd, req.value.view(), present);
       res->outcome = Kv_outcome::stored;
       result_cas(req.value.view(), req.flags);
       break;
     case Kv_op::add:
       if (live) { res->outcome = Kv_outcome::not_stored; break; }
-      st = kv_set_row(t, idx, layout, req, req.value.view(), present);
+      st = kv_set_row(t, idx, layout, upd, req.value.view(), present);
       res->outcome = Kv_outcome::stored;
       result_cas(req.value.view(), req.flags);
       break;
     case Kv_op::replace:
       if (!live) { res->outcome = Kv_outcome::not_stored; break; }
-      st = kv_set_row(t, idx, layout, req, req.value.view(), true);
+      st = kv_set_row(t, idx, layout, upd, req.value.view(), true);
       res->outcome = Kv_outcome::stored;
       result_cas(req.value.view(), req.flags);
       break;
@@ -194,7 +198,7 @@ Store_status Mariadb_store::kv_write_here(Open_index &idx, const Kv_layout &layo
     case Kv_op::cas: {
       if (!live) { res->outcome = Kv_outcome::not_found; break; }
       if (current_cas() != req.cas) { res->outcome = Kv_outcome::exists; break; }
-      st = kv_set_row(t, idx, layout, req, req.value.view(), true);
+      st = kv_set_row(t, idx, layout, upd, req.value.view(), true);
       res->outcome = Kv_outcome::stored;
       result_cas(req.value.view(), req.flags);
       break;
@@ -233,7 +237,7 @@ Store_status Mariadb_store::kv_write_here(Open_index &idx, const Kv_layout &layo
           if (col < 0) continue;
           Field *f = t->field[idx.columns_[col]];
           f->set_notnull();
-          f->store(longlong(col == cas_col ? req.new_cas : uint64_t(req.expiry)), true);
+          f->store(longlong(col == cas_col ? upd.new_cas : uint64_t(req.expiry)), true);
           f->set_has_explicit_value();
         }
         if (compare_record(t)) {
