@@ -82,7 +82,7 @@ fi
 if dpkg -s mariadb-backup >/dev/null 2>&1; then apt-mark hold mariadb-backup >/dev/null; fi
 
 # ---- 3. build and test packages ----------------------------------------------------------------
-pkg_stamp=$deps/.packages-v5
+pkg_stamp=$deps/.packages-v6
 if [ ! -f "$pkg_stamp" ]; then
   log "installing build and test packages"
   apt-get install -y -qq --no-install-recommends \
@@ -94,7 +94,7 @@ if [ ! -f "$pkg_stamp" ]; then
     libmariadb-dev openssl procps iproute2 libmemcached-tools netcat-openbsd memcached \
     redis-server python3-matplotlib util-linux galera-4 \
     python3-pylibmc libcache-memcached-perl libcache-memcached-fast-perl php-cli php-memcached \
-    ruby ruby-dalli >/dev/null
+    ruby ruby-dalli python3-memcache >/dev/null
   # galera-4: the provider test_galera.py runs a two-node cluster with (mariadb-server needs it too).
   # The last line: third-party memcached clients for tests/integration/test_mc_clients.py.
   # memcached and redis-server are only the tests' and the benchmark's references (bench/run.py

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import itertools
+import json
 import os
 import re
 import shutil
@@ -416,6 +417,75 @@ def test_meta_memcache_client_sees_what_memcached_gives(target, key):
         assert c.get(name) == v
     time.sleep(2.2)
     assert c.get(m) is None  # touched to 1 s
+
+
+# python-memcached (Debian's python3-memcache): Debian's python, not the test venv
+PYTHON_MEMCACHED_SCRIPT = r'''
+import json, sys, memcache, time
+port, P = sys.argv[1], sys.argv[2]
+c = memcache.Client(["127.0.0.1:" + port], cache_cas=True)
+R = {}
+def run(n, f):
+    try:
+        v = f()
+        if isinstance(v, bytes): v = "b:" + v.decode("latin-1")
+        R[n] = v
+    except Exception as e: R[n] = "E:" + type(e).__name__
+k = lambda s: P + s
+for name, v in [("str", "hello"), ("int", 42), ("long", 2**40), ("float", 1.5), ("dict", {"a": 1}), ("bytes", b"\x00\xff\r\n"), ("empty", ""), ("big", "x" * 500000), ("toobig", "x" * 1100000)]:
+    run("set_" + name, lambda: c.set(k(name), v))
+    run("get_" + name, lambda: (lambda g: len(g) if isinstance(g, (str, bytes)) and len(g) > 100 else g)(c.get(k(name))))
+run("multi", lambda: sorted(c.get_multi(["str", "int", "absent"], key_prefix=P).items()))
+run("set_multi", lambda: c.set_multi({"m1": "a", "m2": "b"}, key_prefix=P))
+run("get_multi2", lambda: sorted(c.get_multi(["m1", "m2"], key_prefix=P).items()))
+run("delete_multi", lambda: c.delete_multi(["m1", "m2"], key_prefix=P))
+run("add", lambda: c.add(k("a"), "1")); run("add2", lambda: c.add(k("a"), "2"))
+run("replace", lambda: c.replace(k("a"), "3")); run("replace_miss", lambda: c.replace(k("nope"), "3"))
+run("append", lambda: c.append(k("a"), "+")); run("prepend", lambda: c.prepend(k("a"), "-")); run("get_a", lambda: c.get(k("a")))
+run("incr", lambda: c.incr(k("a"))); run("incr_miss", lambda: c.incr(k("nope")))
+run("set_n", lambda: c.set(k("n"), "10")); run("incr_n", lambda: c.incr(k("n"), 5)); run("decr_n", lambda: c.decr(k("n"), 100))
+run("gets", lambda: c.gets(k("str"))); run("cas", lambda: c.cas(k("str"), "new"))
+c2 = memcache.Client(["127.0.0.1:" + port], cache_cas=True)
+run("gets2", lambda: c2.gets(k("str"))); run("other_set", lambda: c.set(k("str"), "other")); run("cas_stale", lambda: c2.cas(k("str"), "mine"))
+run("after", lambda: c.get(k("str")))
+run("touch", lambda: c.touch(k("str"), 1)); run("delete", lambda: c.delete(k("int"))); run("delete_miss", lambda: c.delete(k("int")))
+run("long_key", lambda: c.set(k("L" * 260), "x"))
+run("space_key", lambda: c.set(k("a b"), "x"))
+run("stats", lambda: sorted(set(c.get_stats()[0][1].keys()) >= {"pid", "uptime", "curr_connections", "get_hits"} and ["ok"]))
+time.sleep(2.1)
+run("expired", lambda: c.get(k("str")))
+print(json.dumps(R))
+'''
+
+
+def test_python_memcached_client_sees_what_memcached_gives(target, key, tmp_path):
+    """python-memcached 1.59 (text protocol, pickled types by flags, gets/cas with cache_cas,
+    multi-key commands with a prefix, key checks on the client side): every result is memcached's."""
+    py = "/usr/bin/python3"
+    if subprocess.run([py, "-c", "import memcache"], capture_output=True, timeout=30).returncode != 0:
+        pytest.skip("python-memcached is not installed (Debian: python3-memcache)")
+    script = tmp_path / "pym.py"
+    script.write_text(PYTHON_MEMCACHED_SCRIPT)
+    prefix = key("p") + "_"
+    r = subprocess.run([py, str(script), str(target.port), prefix], capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")[-2000:]
+    got = json.loads(r.stdout.decode().strip().splitlines()[-1])
+    want = {
+        "set_str": True, "get_str": "hello", "set_int": True, "get_int": 42, "set_long": True,
+        "get_long": 2 ** 40, "set_float": True, "get_float": 1.5, "set_dict": True, "get_dict": {"a": 1},
+        "set_bytes": True, "get_bytes": "b:\x00\xff\r\n", "set_empty": True, "get_empty": "",
+        "set_big": True, "get_big": 500000, "set_toobig": 0, "get_toobig": None,  # over 1 MiB: SERVER_ERROR
+        "multi": [["int", 42], ["str", "hello"]], "set_multi": [], "get_multi2": [["m1", "a"], ["m2", "b"]],
+        "delete_multi": 1, "add": True, "add2": False, "replace": True, "replace_miss": False,
+        "append": True, "prepend": True, "get_a": "-3+",
+        "incr": "E:ValueError",  # '-3+' is not a number: CLIENT_ERROR, which the client raises
+        "incr_miss": None, "set_n": True, "incr_n": 15, "decr_n": 0,
+        "gets": "hello", "cas": True, "gets2": "new", "other_set": True, "cas_stale": False, "after": "other",
+        "touch": 1, "delete": 1, "delete_miss": 1,
+        "long_key": "E:MemcachedKeyLengthError", "space_key": "E:MemcachedKeyCharacterError",
+        "stats": ["ok"], "expired": None,
+    }
+    assert got == want
 
 
 @TS_ONLY
