@@ -315,11 +315,14 @@ Mc_session::Open_container *Mc_session::resolve(std::string_view key, std::strin
     c = containers_.find(name);
     *row_key = dot == std::string_view::npos ? std::string_view() : rest.substr(dot + 1);
   } else {
+    /* A container the connection switched to that has left the configuration is an error, as
+       `get @@name` is on a new connection, not the default container: the client's writes would
+       go to another table. */
     c = current_.empty() ? containers_.default_container() : containers_.find(current_);
-    if (!c) c = containers_.default_container();
   }
   if (!c) {
-    config_error_ = "no such container (see the containers table in " + cfg_.mc_config_schema + ")";
+    config_error_ = "no such container" + (named || current_.empty() ? std::string() : " '" + current_ + "'") +
+                    " (see the containers table in " + cfg_.mc_config_schema + ")";
     *st = Store_status::of(Store_errc::bad_value);
     st->message = config_error_;
     return nullptr;

@@ -1731,6 +1731,33 @@ def test_containers_table_changes_apply_without_restart(ts, tsmc, make_table, co
 
 
 @TS_ONLY
+def test_a_connection_whose_container_leaves_the_configuration_gets_an_error_not_the_default(
+        ts, tsmc, make_table, containers, key):
+    """A connection switched with `get @@name`: once that container's row is deleted, its commands
+    answer SERVER_ERROR (as `get @@name` does on a new connection) until it switches again; they
+    went to the default container (test.kv) before: a set answered STORED into another table."""
+    t = make_table("k VARCHAR(100) PRIMARY KEY, v TEXT")
+    name = containers(f"gone_{uuid.uuid4().hex[:8]}", t, "k", "v")
+    c = tsmc()
+    wait_for_container(c, name)
+    c.set("before", b"1")
+    k = key("after")
+    ts.exec_sql("DELETE FROM innodb_memcache.containers WHERE name = %s", (name,), db=None)
+    time.sleep(1.2)  # the configuration is reread once a second
+    for cmd in (f"set {k} 0 0 1\r\nx\r\n", f"get {k}\r\n", f"mg {k} v\r\n", f"delete {k}\r\n"):
+        c.send(cmd)
+        assert c.recv_line() == (f"SERVER_ERROR no such container '{name}' (see the containers table in "
+                                 "innodb_memcache)\r\n").encode(), cmd
+    assert ts.sql("SELECT COUNT(*) FROM test.kv WHERE k = %s", (k,)) == [("0",)]
+    assert ts.sql(f"SELECT k FROM test.{t}") == [("before",)]
+    c.send(f"get @@{name}\r\n")
+    assert c.recv_line().startswith(b"SERVER_ERROR no such container (")
+    c.request("get @@default\r\n", b"VALUE @@default 0 7\r\ntest/kv\r\nEND\r\n")
+    c.set(k, b"y")  # switched again: the default container
+    assert ts.sql("SELECT v FROM test.kv WHERE k = %s", (k,)) == [("y",)]
+
+
+@TS_ONLY
 def test_a_container_without_cas_column_reports_one_cas(ts, tsmc, make_table, containers):
     t = make_table("k VARCHAR(100) PRIMARY KEY, v TEXT, f INT UNSIGNED NOT NULL DEFAULT 0")
     name = containers(f"nocas_{uuid.uuid4().hex[:8]}", t, "k", "v", "f")
