@@ -55,6 +55,23 @@ static std::string overlap_problem(const Mc_container &c) {
 
 Store_status Mc_containers::refresh(Store &store, const std::string &schema, uint64_t now_ms, uint64_t max_age_ms) {
   if (loaded_ && now_ms - loaded_at_ms_ < max_age_ms) return {};
+  Store_status st = reread(store, schema, now_ms);
+  /* The table is gone (DROP TABLE, DROP DATABASE) or no longer has the columns or key the
+     configuration is read by: every connection stops using what it read before, as a new
+     connection cannot read it either (a busy table, say a lock held by DDL or a backup, keeps the
+     previous configuration). */
+  if (loaded_ && (st.errc == Store_errc::table_open_failed || st.errc == Store_errc::index_not_found ||
+                  st.errc == Store_errc::column_not_found)) {
+    list_.clear();
+    loaded_ = false;
+    ++generation_;
+    containers_idx_.reset();
+    options_idx_.reset();
+  }
+  return st;
+}
+
+Store_status Mc_containers::reread(Store &store, const std::string &schema, uint64_t now_ms) {
   if (!containers_idx_.valid()) {
     Index_spec spec;
     spec.db = schema;

@@ -31,7 +31,8 @@ struct Mc_container {
 class Mc_containers {
  public:
   /* Re-reads the configuration if it is older than max_age_ms (or was never read). On failure the
-     previous configuration stays in use; the status says why. */
+     status says why; the previous configuration stays in use while the table is only busy, and is
+     dropped (loaded() false) when the table, its primary key or a column is gone. */
   Store_status refresh(Store &store, const std::string &schema, uint64_t now_ms, uint64_t max_age_ms = 1000);
   /* nullptr when no container has that name. */
   const Mc_container *find(std::string_view name) const;
@@ -43,6 +44,7 @@ class Mc_containers {
   uint64_t generation() const { return generation_; }
 
  private:
+  Store_status reread(Store &store, const std::string &schema, uint64_t now_ms);
   std::vector<Mc_container> list_;
   bool loaded_ = false;
   uint64_t loaded_at_ms_ = 0;

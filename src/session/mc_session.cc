@@ -293,9 +293,14 @@ Mc_session::Open_container *Mc_session::resolve(std::string_view key, std::strin
   /* Every request asks; the table is reread once a second: the coarse clock is enough. */
   *st = containers_.refresh(store_, cfg_.mc_config_schema, coarse_monotonic_ms());
   if (!st->ok() && !containers_.loaded()) {
-    if (st->errc == Store_errc::table_open_failed || st->errc == Store_errc::column_not_found) {
-      config_error_ = "no memcached configuration: load sql/memcached_schema.sql (containers table in " +
-                      cfg_.mc_config_schema + ")";
+    /* (A table without any index cannot be opened at all: table_open_failed.) */
+    const char *why = st->errc == Store_errc::table_open_failed  ? "missing, or without a PRIMARY KEY"
+                      : st->errc == Store_errc::index_not_found  ? "no PRIMARY KEY"
+                      : st->errc == Store_errc::column_not_found ? "a column is missing"
+                                                                 : nullptr;
+    if (why) {
+      config_error_ = "no memcached configuration: " + cfg_.mc_config_schema + ".containers: " + why +
+                      " (load sql/memcached_schema.sql)";
       st->message = config_error_;
       st->errc = Store_errc::bad_value;
     }

@@ -1758,6 +1758,44 @@ def test_a_connection_whose_container_leaves_the_configuration_gets_an_error_not
 
 
 @TS_ONLY
+def test_connections_stop_using_a_configuration_whose_table_is_dropped_or_broken(ts, tsmc, key):
+    """DROP TABLE of the containers table (or a copy without keys, or without a column): every
+    connection answers SERVER_ERROR saying what is wrong, as a new connection does (connections
+    open before kept the old configuration forever); loading the schema again serves them all."""
+    c = tsmc()
+    k = key()
+    c.set(k, b"1")
+    cases = [
+        ("DROP TABLE innodb_memcache.containers", "missing, or without a PRIMARY KEY"),
+        # an operator's copy: CREATE TABLE ... AS SELECT keeps the rows, not the key
+        ("CREATE TABLE innodb_memcache.c_copy AS SELECT * FROM innodb_memcache.containers; "
+         "DROP TABLE innodb_memcache.containers; "
+         "RENAME TABLE innodb_memcache.c_copy TO innodb_memcache.containers", "missing, or without a PRIMARY KEY"),
+        ("ALTER TABLE innodb_memcache.containers DROP COLUMN cas_column", "a column is missing"),
+    ]
+    try:
+        for ddl, why in cases:
+            for stmt in ddl.split("; "):
+                ts.exec_sql(stmt, db=None)
+            time.sleep(1.2)  # the configuration is reread once a second
+            want = (f"SERVER_ERROR no memcached configuration: innodb_memcache.containers: {why} "
+                    "(load sql/memcached_schema.sql)\r\n").encode()
+            for conn in (c, tsmc()):
+                conn.send(f"get {k}\r\nset {k} 0 0 1\r\n2\r\n")
+                assert conn.recv_line() == want, ddl
+                assert conn.recv_line() == want, ddl
+            ts.exec_sql("DROP TABLE IF EXISTS innodb_memcache.containers", db=None)
+            ts.load_mc_schema()
+            c.request(f"get {k}\r\n", value_reply(k, b"1") + b"END\r\n")
+    finally:
+        ts.exec_sql("DROP TABLE IF EXISTS innodb_memcache.c_copy", db=None)
+        if ts.sql("SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = 'innodb_memcache' "
+                  "AND table_name = 'containers' AND column_name = 'cas_column'", db=None) != [("1",)]:
+            ts.exec_sql("DROP TABLE IF EXISTS innodb_memcache.containers", db=None)
+        ts.load_mc_schema()
+
+
+@TS_ONLY
 def test_a_container_without_cas_column_reports_one_cas(ts, tsmc, make_table, containers):
     t = make_table("k VARCHAR(100) PRIMARY KEY, v TEXT, f INT UNSIGNED NOT NULL DEFAULT 0")
     name = containers(f"nocas_{uuid.uuid4().hex[:8]}", t, "k", "v", "f")
