@@ -849,10 +849,14 @@ void Commit_thread::run() {
     /* The one lock a commit waits for is the backup lock a read-write transaction's commit takes
        (held off by BACKUP STAGE BLOCK_COMMIT and FLUSH TABLES WITH READ LOCK). Taken here, before
        ha_commit_trans() (which then uses it, as it does for Spider), so that the worker can tell
-       a commit waiting for it (lock_waiting()) from one waiting for its fsync; and with
-       tablesocket_lock_wait_timeout, as SQL's COMMIT waits lock_wait_timeout, rather than the 2 s
-       a worker's own statements get: mariabackup holding BLOCK_COMMIT a few seconds delays the
-       batch's writers instead of failing the commit (which closes them). */
+       a commit waiting for it (lock_waiting()) from one waiting for its fsync; and for as long as
+       SQL's COMMIT waits for it (the server's lock_wait_timeout, a day by default; or
+       tablesocket_lock_wait_timeout if longer), rather than the 2 s a worker's own statements get:
+       a backup holding BLOCK_COMMIT delays the batch's writers, as it delays SQL's, instead of
+       failing the commit, which closes their connections (a helper's backup held it past the 50 s
+       of tablesocket_lock_wait_timeout: every writer of the batch was disconnected). Writes that
+       come meanwhile wait for this commit, parked: they time out with lock_wait_timeout after
+       tablesocket_lock_wait_timeout, and reads go on. */
     MDL_request commit_lock;
     const char *refused = nullptr;
     if (wrote_) {
@@ -866,11 +870,13 @@ void Commit_thread::run() {
       } else if (!commit_lock.ticket) {
         lock_waiting_.store(true, std::memory_order_relaxed);
         const unsigned wait_ms = lock_wait_ms_ ? lock_wait_ms_->get() : 2000;
-        if (thd->mdl_context.acquire_lock(&commit_lock, double(std::max(1u, (wait_ms + 999) / 1000))))
+        const double wait_s = std::max(double(global_system_variables.lock_wait_timeout),
+                                       double(std::max(1u, (wait_ms + 999) / 1000)));
+        if (thd->mdl_context.acquire_lock(&commit_lock, wait_s))
           refused = thd->killed ? "the plugin stopped (UNINSTALL or shutdown) while the commit waited for the "
                                   "backup lock (BACKUP STAGE BLOCK_COMMIT or FLUSH TABLES WITH READ LOCK)"
                                 : "timed out waiting for the backup lock (BACKUP STAGE BLOCK_COMMIT or FLUSH TABLES "
-                                  "WITH READ LOCK held longer than tablesocket_lock_wait_timeout)";
+                                  "WITH READ LOCK held longer than lock_wait_timeout)";
         lock_waiting_.store(false, std::memory_order_relaxed);
       }
       if (commit_lock.ticket) thd->backup_commit_lock = &commit_lock;

@@ -92,7 +92,18 @@ Store_status Mariadb_store::kv_set_row(TABLE *t, const Open_index &idx, const Kv
   } else {
     if (missing_required_values(t)) return bad_value_status();
     r = complete_new_row(t);
+    /* An AUTO_INCREMENT column the container does not map (a table whose key column is a UNIQUE
+       one beside it) gets its next value, as in an SQL insert that leaves it out: it was stored as
+       its default 0, and every new key after the first was a duplicate. One the container maps
+       keeps what the command gave (key 0 is the row with key 0). */
+    if (Field *ai = t->found_next_number_field) {
+      bool mapped = false;
+      for (uint16_t c : idx.columns_) mapped = mapped || t->field[c] == ai;
+      if (!mapped) t->next_number_field = ai;
+    }
     if (!r) r = write_new_row(t);
+    t->next_number_field = nullptr;
+    t->file->ha_release_auto_increment();
   }
   if (r == kBadValue) return bad_value_status();
   return r ? Store_status::of(Store_errc::handler_error, r) : Store_status{};

@@ -8,11 +8,12 @@ InnoDB goes on, COMMIT waits. Checked:
   * while a batch's commit waits, the worker answers every other client (reads, and writes to
     other rows, whose replies wait for their own commit) within REPLY_BOUND;
   * a write is answered only once its commit is done; until then no other session sees it;
-  * a commit waits for BLOCK_COMMIT as SQL's COMMIT does (tablesocket_lock_wait_timeout), its
+  * a commit waits for BLOCK_COMMIT as SQL's COMMIT does (the server's lock_wait_timeout, a day by
+    default, or tablesocket_lock_wait_timeout if longer), its
     writers are answered after BACKUP STAGE END, and writes that arrive meanwhile wait (not
     retried on every loop) and run after it;
-  * a commit that fails after the hand-off (BLOCK_COMMIT held past tablesocket_lock_wait_timeout,
-    2 s here) closes the connections that wrote in that batch unanswered, the rows are absent, and
+  * a commit that fails after the hand-off (BLOCK_COMMIT held past lock_wait_timeout, 2 s here)
+    closes the connections that wrote in that batch unanswered, the rows are absent, and
     the other clients and later writes are fine;
   * a connection's own pipelined requests stay in order: a read behind its write sees the write;
   * engines other than InnoDB are committed by the worker itself (no hand-off) and work;
@@ -52,8 +53,9 @@ def srv(request):
 
 @pytest.fixture(scope="module")
 def srv_2s(request):
-    """A commit waits at most 2 s for the backup lock."""
-    with h.private_server(request, "overlap-2s", ["--tablesocket-threads=1",
+    """A commit waits at most 2 s for the backup lock (as long as SQL's COMMIT: the server's
+    lock_wait_timeout, or tablesocket_lock_wait_timeout if that is longer)."""
+    with h.private_server(request, "overlap-2s", ["--tablesocket-threads=1", "--lock-wait-timeout=2",
                                                   "--tablesocket-lock-wait-timeout=2000"]) as s:
         yield s
 
@@ -180,8 +182,8 @@ def test_the_worker_serves_others_while_a_commit_waits(srv):
 
 
 def test_a_commit_waits_for_block_commit_longer_than_2_s_and_nobody_is_closed(srv):
-    """mariabackup holding BLOCK_COMMIT for seconds: the commit waits (tablesocket_lock_wait_timeout,
-    50 s by default), as SQL's COMMIT does; before, it failed after 2 s and its writers were
+    """mariabackup holding BLOCK_COMMIT for seconds: the commit waits (the server's
+    lock_wait_timeout, a day by default), as SQL's COMMIT does; before, it failed after 2 s and its writers were
     disconnected. Reads are answered meanwhile; writes that arrive meanwhile wait for the batch
     to end (tried once, not on every loop) and are answered after BACKUP STAGE END."""
     t = _table(srv, "ov_long")
@@ -219,8 +221,35 @@ def test_a_commit_waits_for_block_commit_longer_than_2_s_and_nobody_is_closed(sr
             w.close()
 
 
+def test_a_commit_waits_for_block_commit_past_tablesocket_lock_wait_timeout(request):
+    """tablesocket_lock_wait_timeout=1000 and a backup holding BLOCK_COMMIT 3 s: the batch's
+    commit waits as SQL's COMMIT does (the server's lock_wait_timeout), so its writer is answered
+    after BACKUP STAGE END, not disconnected (a helper's backup held it past the 50 s default: every
+    writer of the batch was closed unanswered); a write sent meanwhile, parked behind that commit,
+    gets lock_wait_timeout after 1 s, nothing applied, and its connection goes on."""
+    with h.private_server(request, "overlap-1s", ["--tablesocket-threads=1",
+                                                  "--tablesocket-lock-wait-timeout=1000"]) as srv:
+        t = _table(srv, "ov_past")
+        w, late = h.hs_open(srv.hs_port_wr, t, "k,v"), h.hs_open(srv.hs_port_wr, t, "k,v")
+        try:
+            with h.backup_stage(srv, "BLOCK_COMMIT"):
+                w.send("1\t+\t2\t8001\tfirst\n")
+                time.sleep(0.3)  # its commit waits for the backup lock
+                late.send("1\t=\t1\t5\t1\t0\tU\t5\tlate\n")
+                assert late.recv_line(timeout=3.0) == b"1\t1\tlock_wait_timeout\n"
+                time.sleep(2.0)
+                assert _no_reply(w, 0.0), "a write was answered before its commit"
+            assert w.recv_line(timeout=5.0) == b"0\t1\n"
+            assert srv.sql(f"SELECT v FROM {t} WHERE k IN (5, 8001) ORDER BY k") == [("v5",), ("first",)]
+            assert late.request("1\t=\t1\t5\t1\t0\tU\t5\tlate\n") == b"0\t1\t1\n"
+        finally:
+            w.close()
+            late.close()
+
+
 def test_a_commit_failing_after_the_hand_off_closes_only_its_writers(srv_2s):
-    """With tablesocket_lock_wait_timeout=2000 a commit waits at most 2 s for BLOCK_COMMIT: it
+    """With lock_wait_timeout=2 (and tablesocket_lock_wait_timeout=2000) a commit waits at most 2 s
+    for BLOCK_COMMIT: it
     fails, the batch is rolled back, and its writers learn nothing false."""
     srv = srv_2s
     t = _table(srv, "ov_fail")
@@ -252,7 +281,7 @@ def srv_slow(request):
     3 s while the commit before it runs, and a commit waits 2 s at most for the backup lock."""
     with h.private_server(request, "overlap-slow", ["--tablesocket-threads=1", "--log-bin=binlog",
                                                     "--server-id=1", "--tablesocket-ddl-check-interval=3000",
-                                                    "--tablesocket-lock-wait-timeout=2000"]) as s:
+                                                    "--lock-wait-timeout=2", "--tablesocket-lock-wait-timeout=2000"]) as s:
         yield s
 
 

@@ -1796,6 +1796,30 @@ def test_connections_stop_using_a_configuration_whose_table_is_dropped_or_broken
 
 
 @TS_ONLY
+def test_new_keys_in_a_table_with_an_auto_increment_id_get_the_next_ids(ts, tsmc, make_table, containers):
+    """A container on `id AUTO_INCREMENT PRIMARY KEY, k ... UNIQUE`: new keys get ids as SQL's
+    inserts do (the first was stored with id 0 and every later one failed as a duplicate);
+    a container whose key column is the AUTO_INCREMENT one stores the key it is given."""
+    t = make_table("id INT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(32) NOT NULL, v TEXT, UNIQUE KEY uk(k)")
+    name = containers(f"ai_{uuid.uuid4().hex[:8]}", t, "k", "v", index="uk")
+    c = tsmc()
+    wait_for_container(c, name)
+    c.request("set a 0 0 1\r\n1\r\nset b 0 0 1\r\n2\r\nadd c 0 0 1\r\n3\r\n", b"STORED\r\n" * 3)
+    c.send("ms d 1 MS\r\n4\r\n")
+    assert c.recv_line() == b"HD\r\n"
+    ts.exec_sql(f"INSERT INTO test.{t} (k, v) VALUES ('sql', '5')")
+    c.request("set a 0 0 2\r\n11\r\n", b"STORED\r\n")  # an update keeps its id
+    assert ts.sql(f"SELECT id, k, v FROM test.{t} ORDER BY id") == \
+        [("1", "a", "11"), ("2", "b", "2"), ("3", "c", "3"), ("4", "d", "4"), ("5", "sql", "5")]
+    t2 = make_table("id INT AUTO_INCREMENT PRIMARY KEY, v TEXT")
+    name2 = containers(f"aik_{uuid.uuid4().hex[:8]}", t2, "id", "v")
+    wait_for_container(c, name2)
+    c.request("set 7 0 0 1\r\nx\r\nset 0 0 0 1\r\nz\r\n", b"STORED\r\n" * 2)
+    c.request("get 7 0\r\n", b"VALUE 7 0 1\r\nx\r\nVALUE 0 0 1\r\nz\r\nEND\r\n")
+    assert ts.sql(f"SELECT id, v FROM test.{t2} ORDER BY id") == [("0", "z"), ("7", "x")]
+
+
+@TS_ONLY
 def test_a_container_without_cas_column_reports_one_cas(ts, tsmc, make_table, containers):
     t = make_table("k VARCHAR(100) PRIMARY KEY, v TEXT, f INT UNSIGNED NOT NULL DEFAULT 0")
     name = containers(f"nocas_{uuid.uuid4().hex[:8]}", t, "k", "v", "f")
