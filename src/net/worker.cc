@@ -15,6 +15,7 @@
 #include <chrono>
 
 #include "net/server.h"
+#include "proto/mc/mc_binary.h"
 #include "session/hs_session.h"
 #include "session/mc_session.h"
 #include "store/server_log.h"
@@ -481,10 +482,20 @@ void Worker::refuse_plaintext(Connection &c) {
   static const char hs_msg[] = "1\t1\ttls_required\n";
   static const char mc_msg[] = "SERVER_ERROR TLS required\r\n";
   counters_.add(counters_.tls_refused);
-  if (c.port->protocol == Protocol::mc)
+  if (c.port->protocol == Protocol::mc && c.in.size() && static_cast<unsigned char>(c.in.data()[0]) == 0x80) {
+    /* A binary-protocol client reads a binary response: "Auth failure" with the reason, echoing
+       its opcode and opaque (it took the text line for a malformed packet). */
+    mc::Bin_request rq;
+    if (c.in.size() > 1) rq.opcode = static_cast<uint8_t>(c.in.data()[1]);
+    if (c.in.size() >= 16) memcpy(rq.opaque, c.in.data() + 12, sizeof rq.opaque);
+    Byte_buffer out;
+    mc::encode_bin_error(out, rq, mc::Bin_status::auth_error, "TLS required");
+    (void)!::send(c.fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  } else if (c.port->protocol == Protocol::mc) {
     (void)!::send(c.fd.get(), mc_msg, sizeof mc_msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-  else
+  } else {
     (void)!::send(c.fd.get(), hs_msg, sizeof hs_msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
   ::shutdown(c.fd.get(), SHUT_WR);
   char sink[4096];
   for (int i = 0; i < 16 && ::recv(c.fd.get(), sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {}

@@ -677,8 +677,15 @@ def test_require_tls_refuses_plaintext_with_one_protocol_error_then_closes(req_s
         c.send("get a\r\nget b\r\n")
         c.expect(b"SERVER_ERROR TLS required\r\n", timeout=5)
         assert c.closed_by_peer() == b""
+    # a binary-protocol client gets a binary "Auth failure" response echoing its opcode and opaque
+    with McConn(s.mc_port) as c:
+        c.send(b"\x80\x00\x00\x01" + bytes(8) + b"\xde\xad\xbe\xef" + bytes(8) + b"k")  # GET "k"
+        body = b"TLS required"
+        c.expect(b"\x81\x00\x00\x00\x00\x00\x00\x20" + len(body).to_bytes(4, "big") + b"\xde\xad\xbe\xef"
+                 + bytes(8) + body, timeout=5)
+        assert c.closed_by_peer() == b""
     after = h.status(s)
-    assert after["tablesocket_tls_refused"] == before["tablesocket_tls_refused"] + 3
+    assert after["tablesocket_tls_refused"] == before["tablesocket_tls_refused"] + 4
     assert "tablesocket: TLS required on the TCP ports" in s.log_tail(400)
 
 
