@@ -855,8 +855,8 @@ void Commit_thread::run() {
        a backup holding BLOCK_COMMIT delays the batch's writers, as it delays SQL's, instead of
        failing the commit, which closes their connections (a helper's backup held it past the 50 s
        of tablesocket_lock_wait_timeout: every writer of the batch was disconnected). Writes that
-       come meanwhile wait for this commit, parked: they time out with lock_wait_timeout after
-       tablesocket_lock_wait_timeout, and reads go on. */
+       come meanwhile wait for this commit (close_batch_to_writes), as SQL's wait at their COMMIT;
+       reads go on. */
     MDL_request commit_lock;
     const char *refused = nullptr;
     if (wrote_) {
