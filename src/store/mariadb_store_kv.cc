@@ -101,7 +101,13 @@ Store_status Mariadb_store::kv_set_row(TABLE *t, const Open_index &idx, const Kv
       for (uint16_t c : idx.columns_) mapped = mapped || t->field[c] == ai;
       if (!mapped) t->next_number_field = ai;
     }
+    /* An insert, as InnoDB asks the statement: with innodb_autoinc_lock_mode=1 an INSERT takes
+       the next id under a mutex, anything else under the table's AUTO-INC lock until the
+       statement ends, which two workers' batches then fought over (error 166). */
+    const enum_sql_command cmd = thd_->lex->sql_command;
+    thd_->lex->sql_command = SQLCOM_INSERT;
     if (!r) r = write_new_row(t);
+    thd_->lex->sql_command = cmd;
     t->next_number_field = nullptr;
     t->file->ha_release_auto_increment();
   }
