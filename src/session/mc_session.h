@@ -120,8 +120,8 @@ class Mc_session final : public Session {
   /* Turns captured rows into items, dropping expired ones; returns how many it dropped. */
   size_t decode_items(const Kv_layout &l, const Captured_rows &rows, std::vector<Item> &items);
   static uint64_t cas_of(Item &it);  // the item's cas; derived from its content if the row has none
-  /* The item's remaining seconds, at least 0, or -1 when it never expires (meta's t flag). */
-  static int64_t ttl_of(const Item &it) { return ttl_of_expiry(it.expiry); }
+  /* The remaining seconds of an item expiring at `expiry`, at least 0, or -1 when it never
+     expires (meta's t flag). */
   static int64_t ttl_of_expiry(int64_t expiry) {
     return expiry > 0 ? std::max<int64_t>(expiry - int64_t(time(nullptr)), 0) : -1;
   }
