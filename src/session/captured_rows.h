@@ -40,6 +40,7 @@ class Captured_rows final : public Row_sink {
     if (bytes_.capacity() > keep) std::string().swap(bytes_);
     if (cells_.capacity() * sizeof(Cell) > keep) std::vector<Cell>().swap(cells_);
   }
+  size_t size_bytes() const { return bytes_.size() + cells_.size() * sizeof(Cell); }
   size_t capacity_bytes() const { return bytes_.capacity() + cells_.capacity() * sizeof(Cell); }
   size_t ncols() const { return ncols_; }
   size_t nrows() const { return cells_.size() / ncols_; }

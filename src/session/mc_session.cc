@@ -804,6 +804,9 @@ Mc_session::Exec Mc_session::execute(const Mc_request &rq, Byte_buffer &out) {
     case Mc_command::stats:
       counters_.count_request(counters_.requests_other, retrying_);
       return exec_stats(rq, out);
+    case Mc_command::metadump:
+      counters_.count_request(counters_.requests_find, retrying_ || dumping_);  // a next part: counted
+      return exec_metadump(rq, out);
     case Mc_command::verbosity:
       counters_.count_request(counters_.requests_other, retrying_);
       if (!rq.noreply) mc::encode_reply(out, Mc_reply::ok);
@@ -1187,6 +1190,99 @@ Mc_session::Exec Mc_session::exec_stats(const Mc_request &rq, Byte_buffer &out) 
     case Stats_kind::unknown: mc::encode_reply(out, Mc_reply::error); break;
   }
   return Exec::done;
+}
+
+/* memcached's key encoding in a metadump line: every byte but [A-Za-z0-9-._~] as %XX. */
+static void append_uri_encoded(std::string &o, std::string_view key) {
+  static const char kHex[] = "0123456789ABCDEF";
+  for (unsigned char c : key) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+        c == '_' || c == '~') {
+      o.push_back(char(c));
+    } else {
+      o.push_back('%');
+      o.push_back(kHex[c >> 4]);
+      o.push_back(kHex[c & 15]);
+    }
+  }
+}
+
+/* "lru_crawler metadump": one line per unexpired row of the connection's container, in the key's
+   index order, then END, as memcached's (LF-terminated lines, the END with CRLF):
+     key=<uri-encoded key> exp=<unix time, -1 never> la=<now> cas=<cas> fetch=no cls=1 size=<n>
+   Tables keep no access time nor fetched bit: la is the time of the dump and fetch is no; size is
+   what memcached's item of that key and value takes. The dump reads the table in pages (each its
+   own read, no lock held between them) and is written in parts as the client reads, like a large
+   multiget: a table of any size streams with bounded memory, and rows written meanwhile may or
+   may not be listed, as with memcached's crawler. */
+Mc_session::Exec Mc_session::exec_metadump(const Mc_request &rq, Byte_buffer &out) {
+  auto finish = [&](Exec e) {
+    dumping_ = false;
+    dump_after_.clear();
+    return e;
+  };
+  if (answers_discarded) return finish(Exec::done);  // nobody to answer
+  if (!rq.dump_class_1) {  // every item is in class 1
+    mc::encode_reply(out, Mc_reply::end);
+    return finish(Exec::done);
+  }
+  std::string_view row_key;
+  Store_status st;
+  Open_container *oc = resolve(std::string_view(), &row_key, &st);
+  if (!oc) {
+    finish(Exec::done);
+    return server_error(st, out, false);
+  }
+  if (!dumping_) {
+    dumping_ = true;
+    dump_after_.clear();
+    dump_rows_ = 16;
+  }
+  const Kv_layout &l = oc->def.layout;
+  const size_t nc = row_cells(l);
+  const size_t part_limit = std::min<size_t>(cfg_.output_high_water, cfg_.max_output_buffer / 2);
+  constexpr size_t kPageBytes = 1 << 20, kMaxPageRows = 256;  // bounds what a page captures
+  const uint64_t now = uint64_t(time(nullptr));
+  std::string line;
+  for (;;) {
+    Datum start{dump_after_.data(), dump_after_.size()};
+    Find_request fr;
+    fr.counts_rows = false;
+    fr.op = dump_after_.empty() ? Find_op::ge : Find_op::gt;
+    fr.keys = &start;
+    fr.nkeys = 1;
+    fr.limit = uint32_t(dump_rows_);
+    capture_.clear();
+    st = store_.find(oc->idx, fr, capture_);
+    if (!st.ok()) {
+      /* A lock wait parks the request and goes on from the same row; a failure ends the dump
+         with the error in place of END. */
+      if (!waits_for_lock(st)) finish(Exec::done);
+      return server_error(st, out, false);
+    }
+    const size_t rows = capture_.ncells() / nc;
+    clear_items();
+    decode_items(l, capture_, items_);
+    for (Item &it : items_) {
+      line.assign("key=");
+      append_uri_encoded(line, it.key);
+      line += " exp=" + (it.expiry > 0 ? std::to_string(it.expiry) : std::string("-1"));
+      line += " la=" + std::to_string(now);
+      line += " cas=" + std::to_string(cas_of(it));
+      /* memcached's ITEM_ntotal: the 48-byte header, key and NUL, value and CRLF, cas, flags. */
+      const size_t size = 48 + it.key.size() + 1 + it.value.size() + 2 + 8 + (it.flags ? 4 : 0);
+      line += " fetch=no cls=1 size=" + std::to_string(size) + "\n";
+      out.append(line.data(), line.size());
+    }
+    if (rows < fr.limit || rows == 0) break;  // the table has no more rows
+    dump_after_.assign(capture_.cell((rows - 1) * nc));
+    /* The next page: about kPageBytes of rows of this page's size. */
+    const size_t per_row = std::max<size_t>(capture_.size_bytes() / rows, 1);
+    dump_rows_ = std::clamp<size_t>(kPageBytes / per_row, 1, kMaxPageRows);
+    if (out.size() >= part_limit || store_.turn_spent()) return Exec::more;  // the rest once the client has read
+  }
+  mc::encode_reply(out, Mc_reply::end);
+  return finish(Exec::done);
 }
 
 /* ---- meta commands ---- */

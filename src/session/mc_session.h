@@ -101,6 +101,7 @@ class Mc_session final : public Session {
   Exec exec_simple_write(const mc::Mc_request &rq, Byte_buffer &out);
   Exec exec_flush(const mc::Mc_request &rq, Byte_buffer &out);
   Exec exec_stats(const mc::Mc_request &rq, Byte_buffer &out);
+  Exec exec_metadump(const mc::Mc_request &rq, Byte_buffer &out);
   Exec exec_mg(const mc::Mc_request &rq, Byte_buffer &out);
   Exec exec_ms(const mc::Mc_request &rq, Byte_buffer &out);
   Exec exec_md(const mc::Mc_request &rq, Byte_buffer &out);
@@ -220,6 +221,11 @@ class Mc_session final : public Session {
      halfway runs again, and does not touch (write and commit) the ones before it again. */
   std::unordered_set<std::string> gat_touched_;
   size_t get_resume_ = 0;  // exec_get: the key a get answered in parts goes on from (0: none pending)
+  /* exec_metadump: a dump answered in parts goes on after dump_after_ (the last row key listed
+     or skipped); dump_rows_ sizes its next page. */
+  bool dumping_ = false;
+  std::string dump_after_;
+  size_t dump_rows_ = 0;
   std::string config_error_;  // backs Store_status::message for configuration errors
 };
 

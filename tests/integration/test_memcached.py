@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import uuid
 from pathlib import Path
 
@@ -1284,6 +1285,123 @@ def test_stats_count_items_stored_expired_gets_and_no_evictions(mc, key):
     s1 = stats()
     assert {k: s1[k] - s0[k] for k in s0} == {"total_items": 3, "get_expired": 1, "get_misses": 2, "evictions": 0}
     assert s1["evictions"] == 0
+
+
+METADUMP_LINE = re.compile(rb"key=(\S+) exp=(-?\d+) la=(\d+) cas=(\d+) fetch=(yes|no) cls=(\d+) size=(\d+)")
+
+
+def metadump(c: McConn, classes: str = "all", timeout: float = 60) -> tuple[list[dict], bytes]:
+    """`lru_crawler metadump <classes>`: its item lines (key URL-decoded) and the line that ended it."""
+    c.send(f"lru_crawler metadump {classes}\r\n")
+    raw = c.recv_line(timeout=timeout)  # item lines end in LF only: all of them, through END's CRLF
+    *lines, last = raw.split(b"\n")[:-1]
+    items = []
+    for line in lines:
+        m = METADUMP_LINE.fullmatch(line)
+        assert m, line
+        items.append({"key": urllib.parse.unquote_to_bytes(m.group(1)), "exp": int(m.group(2)),
+                      "la": int(m.group(3)), "cas": int(m.group(4)), "fetch": m.group(5).decode(),
+                      "cls": int(m.group(6)), "size": int(m.group(7))})
+    return items, last + b"\n"
+
+
+def test_metadump_lists_every_live_item_as_memcached_does(target, mc, key):
+    """memcached-tool's dump and keys read `lru_crawler metadump all`: a line per item (its key
+    URL-encoded, expiry, cas, size as memcached counts it), LF-terminated, then END; expired and
+    deleted items are not listed; a class list without the items' class lists nothing."""
+    c = mc()
+    t0 = now()
+    plain, timed, odd, flagged, gone, expired = (key(n) for n in ("plain", "timed", "odd%/+", "flagged", "gone",
+                                                                      "expired"))
+    c.set(plain, b"v1")
+    c.set(timed, b"value2", exptime=1000)
+    c.set(odd, b"")
+    c.set(flagged, b"xyz", flags=7)
+    c.set(gone, b"g")
+    c.request(f"delete {gone}\r\n", b"DELETED\r\n")
+    c.request(f"set {expired} 0 -1 1\r\nx\r\n", b"STORED\r\n")
+    prefix = plain.rsplit(":", 2)[0].encode() + b":"  # this test's keys
+    items, end = metadump(c)
+    assert end == b"END\r\n"
+    mine = {it["key"]: it for it in items if it["key"].startswith(prefix)}
+    assert set(mine) == {k.encode() for k in (plain, timed, odd, flagged)}, mine
+    values = {plain: b"v1", timed: b"value2", odd: b"", flagged: b"xyz"}
+    for k, v in values.items():
+        it = mine[k.encode()]
+        assert it["cas"] == c.gets_cas(k), it  # (memcached marks it fetched from here on)
+        assert it["size"] == 48 + len(k) + 1 + len(v) + 2 + 8 + (4 if k == flagged else 0), it
+        assert t0 - 1 <= it["la"] <= now() + 1, it
+        if target.is_ts:
+            assert it["fetch"] == "no" and it["cls"] == 1, it  # tables keep no fetched bit; one class
+    assert mine[plain.encode()]["exp"] == -1
+    assert t0 + 1000 - 1 <= mine[timed.encode()]["exp"] <= now() + 1000 + 1
+    # the key is URL-encoded as memcached encodes it (everything but [A-Za-z0-9._~-])
+    c.send("lru_crawler metadump all\r\n")
+    assert re.sub(r"[^A-Za-z0-9._~-]", lambda m: "%%%02X" % ord(m.group(0)), odd).encode() in c.recv_line(timeout=60)
+    # a class list without the items' classes (memcached's: by size, 1 or 2 here; tablesocket's: 1)
+    items, end = metadump(c, "2,3" if target.is_ts else "62,63")
+    assert end == b"END\r\n" and not [it for it in items if it["key"].startswith(prefix)]
+    for bad in ("0", "64", "1,x", "ALL"):
+        c.request(f"lru_crawler metadump {bad}\r\n", b"BADCLASS invalid class id\r\n")
+    for bad in ("lru_crawler metadump", "lru_crawler metadump all x", "lru_crawler metadump 1 noreply"):
+        c.request(bad + "\r\n", b"ERROR\r\n")
+    c.request(f"get {plain}\r\n", value_reply(plain, b"v1") + b"END\r\n")  # still in step
+
+
+@TS_ONLY
+def test_metadump_of_a_large_table_streams_in_index_order(ts, tsmc, make_table, containers):
+    """60,000 rows written through SQL (about 4.5 MB of dump lines, over the output high water):
+    every live row exactly once, in key order, written as the client reads (another connection is
+    answered while this one does not read; the commands pipelined behind it come after END);
+    rows SQL wrote with a past expiry are not listed; an item's cas without a cas value is its
+    content's, as gets shows it."""
+    t = make_table("k VARCHAR(64) PRIMARY KEY, v VARCHAR(200), fl INT UNSIGNED NOT NULL DEFAULT 0, "
+                   "ex INT UNSIGNED NOT NULL DEFAULT 0")
+    n = 60_000
+    ts.exec_sql(f"INSERT INTO test.{t} SELECT CONCAT('row', LPAD(seq, 6, '0')), REPEAT('v', seq % 150), seq % 5, "
+                f"IF(seq % 1000 = 7, 1000, 0) FROM seq_1_to_{n}")
+    name = containers(f"mc_{uuid.uuid4().hex[:8]}", t, "k", "v", "fl", None, "ex")
+    c, other = tsmc(), tsmc()
+    wait_for_container(c, name)
+    c.request(f"get @@{name}\r\n", value_reply(f"@@{name}", f"test/{t}".encode()) + b"END\r\n")
+    other.request(f"set @@{name}.zzz 0 0 1\r\nz\r\n", b"STORED\r\n")
+    c.send("lru_crawler metadump all\r\nget row000003\r\n")
+    time.sleep(0.5)  # the client reads nothing for a while
+    other.request(f"get @@{name}.zzz\r\n", value_reply(f"@@{name}.zzz", b"z") + b"END\r\n")
+    raw = c.recv_line(timeout=120)
+    assert raw.endswith(b"\nEND\r\n")
+    keys = [m.group(1) for m in re.finditer(rb"^key=(\S+) ", raw, re.M)]
+    want = [b"row%06d" % i for i in range(1, n + 1) if i % 1000 != 7] + [b"zzz"]
+    assert keys == want
+    c.expect(value_reply("row000003", b"vvv", 3) + b"END\r\n")
+    line = re.search(rb"^key=row000004 .*$", raw, re.M).group(0)
+    assert int(METADUMP_LINE.fullmatch(line).group(4)) == c.gets_cas("row000004")
+
+
+def test_memcached_tool_dump_and_keys_list_the_items(target, mc, key, tmp_path):
+    """Debian's memcached-tool (memcached's own script): `dump` lists every item as add commands
+    (flags, expiry, value) and `keys` lists the keys, both from lru_crawler metadump."""
+    tool = shutil.which("memcached-tool") or "/usr/share/memcached/scripts/memcached-tool"
+    if not os.path.exists(tool) or not shutil.which("perl"):
+        pytest.skip("memcached-tool is not installed (memcached)")
+    c = mc()
+    a, b = key("a"), key("b")
+    c.set(a, b"alpha", flags=3)
+    c.set(b, b"beta\r\ngamma", exptime=5000)
+    prefix = a.rsplit(":", 2)[0].encode() + b":"
+    dump = subprocess.run(["perl", tool, f"127.0.0.1:{target.port}", "dump"], capture_output=True, timeout=120)
+    assert dump.returncode == 0, dump.stderr
+    mine = {m.group(1): m.group(0) for m in re.finditer(rb"add (\S+) \d+ \d+ \d+\r?\n", dump.stdout)
+            if m.group(1).startswith(prefix)}
+    assert set(mine) == {a.encode(), b.encode()}, dump.stdout[-2000:]
+    assert re.search(rb"add %s 3 0 5\r?\nalpha\r?\n" % re.escape(a.encode()), dump.stdout)
+    m = re.search(rb"add %s 0 (\d+) 11\r?\nbeta\r\ngamma\r?\n" % re.escape(b.encode()), dump.stdout)
+    assert m and abs(int(m.group(1)) - (now() + 5000)) <= 5, dump.stdout[-2000:]
+    keys = subprocess.run(["perl", tool, f"127.0.0.1:{target.port}", "keys"], capture_output=True, timeout=120)
+    assert keys.returncode == 0, keys.stderr
+    listed = {urllib.parse.unquote_to_bytes(m.group(1)) for m in re.finditer(rb"^key=(\S+) ", keys.stdout, re.M)}
+    listed = {k for k in listed if k.startswith(prefix)}
+    assert listed == {a.encode(), b.encode()}
 
 
 def test_stats_detail_is_accepted_and_dumps_nothing(mc):

@@ -49,6 +49,7 @@ const char *command_token(Mc_command c) {
     case Mc_command::flush_all: return "flush_all";
     case Mc_command::version: return "version";
     case Mc_command::stats: return "stats";
+    case Mc_command::metadump: return "lru_crawler metadump";
     case Mc_command::verbosity: return "verbosity";
     case Mc_command::quit: return "quit";
     case Mc_command::mg: return "mg";
@@ -131,6 +132,9 @@ bool serialize(const Mc_request &rq, std::string *out) {
       put(s, std::to_string(rq.verbosity));
       if (rq.noreply) put(s, "noreply");
       break;
+    case Mc_command::metadump:
+      put(s, rq.dump_class_1 ? "all" : "2");
+      break;
     case Mc_command::stats:
       if (rq.nstats_args > kMaxStatsArgs) return false;
       for (uint32_t i = 0; i < rq.nstats_args; ++i) put(s, rq.stats_args[i]);
@@ -178,7 +182,7 @@ bool same_request(const Mc_request &a, const Mc_request &b) {
       a.raw_key != b.raw_key || a.keys != b.keys || a.store_op != b.store_op ||
       a.client_flags != b.client_flags || a.exptime != b.exptime || a.bytes != b.bytes ||
       a.cas_unique != b.cas_unique || a.data != b.data || a.delta != b.delta || a.incr != b.incr ||
-      a.has_delay != b.has_delay || a.delay != b.delay || a.verbosity != b.verbosity ||
+      a.has_delay != b.has_delay || a.delay != b.delay || a.verbosity != b.verbosity || a.dump_class_1 != b.dump_class_1 ||
       a.nstats_args != b.nstats_args || a.nmeta_flags != b.nmeta_flags || !same_meta(a.meta, b.meta))
     return false;
   for (uint32_t i = 0; i < a.nstats_args && i < kMaxStatsArgs; ++i)
@@ -207,7 +211,7 @@ void check_key(std::string_view k) {
 bool has_key(Mc_command c) {
   switch (c) {
     case Mc_command::get: case Mc_command::gets: case Mc_command::gat: case Mc_command::gats:
-    case Mc_command::flush_all: case Mc_command::version: case Mc_command::stats:
+    case Mc_command::flush_all: case Mc_command::version: case Mc_command::stats: case Mc_command::metadump:
     case Mc_command::verbosity: case Mc_command::quit: case Mc_command::mn:
       return false;
     default:

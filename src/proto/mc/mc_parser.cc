@@ -33,6 +33,8 @@ const char kLineTooLong[] = "CLIENT_ERROR line too long";
    client learns why rather than see its connection drop. */
 const char kGetLineTooLong[] = "SERVER_ERROR get line too long (tablesocket_max_request_size)";
 const char kTooManyKeys[] = "SERVER_ERROR out of memory writing get response (more keys than tablesocket_max_tokens)";
+const char kBadClass[] = "BADCLASS invalid class id";
+const char kNoClasses[] = "NOTSTARTED no items to crawl";
 const char kShutdown[] = "ERROR: shutdown not enabled";
 const char kOptsTooLongMg[] = "CLIENT_ERROR options flags are too long";
 const char kOptsTooLong[] = "CLIENT_ERROR options flags too long";
@@ -319,6 +321,37 @@ Mc_parse_result parse_verbosity(const Token *tok, size_t nt, size_t consumed, Mc
   return make_complete(consumed);
 }
 
+/* "lru_crawler metadump <all|hash|id,id,...>" (memcached's classes are 1..63); other lru_crawler
+   commands are unknown ("ERROR"), as is a metadump with more or fewer arguments. */
+Mc_parse_result parse_lru_crawler(const Token *tok, size_t nt, size_t consumed, Mc_request *out) {
+  if (nt != 4 || !tok[1].is("metadump")) return make_error(consumed, kErr);
+  out->command = Mc_command::metadump;
+  const std::string_view arg = tok[2].view();
+  if (arg == "all" || arg == "hash") {
+    out->dump_class_1 = true;
+    return make_complete(consumed);
+  }
+  /* memcached's strtok_r on ",": empty elements are skipped; any other element must be a class. */
+  size_t i = 0, ids = 0;
+  while (i < arg.size()) {
+    size_t comma = arg.find(',', i);
+    if (comma == std::string_view::npos) comma = arg.size();
+    const std::string_view id = arg.substr(i, comma - i);
+    i = comma + 1;
+    if (id.empty()) continue;
+    const std::string_view digits = id[0] == '+' ? id.substr(1) : id;  // strtoul takes a '+'
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos)
+      return make_error(consumed, kBadClass);
+    uint32_t v = 0;
+    for (char ch : digits) v = std::min<uint32_t>(v * 10 + uint32_t(ch - '0'), 1000);
+    if (v < 1 || v > 63) return make_error(consumed, kBadClass);
+    if (v == 1) out->dump_class_1 = true;
+    ++ids;
+  }
+  if (ids == 0) return make_error(consumed, kNoClasses);
+  return make_complete(consumed);
+}
+
 Mc_parse_result parse_stats(const Token *tok, size_t nt, const char *line_end, size_t consumed,
                             Mc_request *out) {
   out->command = Mc_command::stats;
@@ -563,6 +596,7 @@ void reset(Mc_request *out) {
   out->has_delay = false;
   out->delay = 0;
   out->verbosity = 0;
+  out->dump_class_1 = false;
   out->nstats_args = 0;
   out->nmeta_flags = 0;
   out->meta = Mc_meta();
@@ -668,6 +702,7 @@ Mc_parse_result parse_request(char *buf, size_t len, const Mc_limits &limits, Mc
     return make_complete(consumed);
   }
   if (c.is("verbosity")) return parse_verbosity(tok, nt, consumed, out);
+  if (c.is("lru_crawler")) return parse_lru_crawler(tok, nt, consumed, out);
   /* An HTTP request line: memcached closes without a word. */
   const Token &last = tok[nt - 2];
   if (last.n >= 5 && std::memcmp(last.p, "HTTP/", 5) == 0) return make_fatal(kErr, false);

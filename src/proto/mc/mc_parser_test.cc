@@ -75,6 +75,7 @@ const char *command_name(Mc_command c) {
     case Mc_command::flush_all: return "flush_all";
     case Mc_command::version: return "version";
     case Mc_command::stats: return "stats";
+    case Mc_command::metadump: return "metadump";
     case Mc_command::verbosity: return "verbosity";
     case Mc_command::quit: return "quit";
     case Mc_command::mg: return "mg";
@@ -157,6 +158,7 @@ std::string describe(const Mc_request &rq) {
       if (rq.has_delay) r += " delay=" + std::to_string(rq.delay);
       break;
     case Mc_command::verbosity: r += " level=" + std::to_string(rq.verbosity); break;
+    case Mc_command::metadump: r += rq.dump_class_1 ? " class1" : " other-classes"; break;
     case Mc_command::stats: {
       r += " args=[";
       for (uint32_t i = 0; i < rq.nstats_args && i < kMaxStatsArgs; ++i)
@@ -323,6 +325,11 @@ const std::vector<Valid_case> &valid_cases() {
       {"verbosity", "verbosity 1\r\n", "verbosity level=1"},
       {"verbosity_noreply", "verbosity 2 noreply\r\n", "verbosity level=2 noreply"},
       {"verbosity_ignores_a_second_argument", "verbosity 1 2\r\n", "verbosity level=1"},
+      {"metadump_all", "lru_crawler metadump all\r\n", "metadump class1"},
+      {"metadump_hash", "lru_crawler metadump hash\r\n", "metadump class1"},
+      {"metadump_class_list_with_1", "lru_crawler metadump 2,1\r\n", "metadump class1"},
+      {"metadump_class_with_zeros_and_plus", "lru_crawler metadump ,+001,\r\n", "metadump class1"},
+      {"metadump_other_classes", "lru_crawler metadump 2,63\r\n", "metadump other-classes"},
       {"mn", "mn\r\n", "mn"},
       {"mn_ignores_arguments", "mn x y\r\n", "mn"},
       {"mg_without_flags", "mg foo\r\n", R"(mg key="foo" flags=[])"},
@@ -496,6 +503,17 @@ const std::vector<Error_case> &error_cases() {
       {"delete_with_too_many_tokens", "delete a b c d\r\n", "ERROR", true, kAll, 0},
       {"flush_all_with_too_many_tokens", "flush_all 1 2 3\r\n", "ERROR", true, kAll, 0},
       {"verbosity_without_level", "verbosity\r\n", "ERROR", true, kAll, 0},
+      {"metadump_without_classes", "lru_crawler metadump\r\n", "ERROR", true, kAll, 0},
+      {"metadump_with_two_arguments", "lru_crawler metadump all x\r\n", "ERROR", true, kAll, 0},
+      {"other_lru_crawler_commands_are_unknown", "lru_crawler crawl all\r\n", "ERROR", true, kAll, 0},
+      {"lru_crawler_alone", "lru_crawler\r\n", "ERROR", true, kAll, 0},
+      {"metadump_class_0", "lru_crawler metadump 0\r\n", "BADCLASS invalid class id", true, kAll, 0},
+      {"metadump_class_64", "lru_crawler metadump 1,64\r\n", "BADCLASS invalid class id", true, kAll, 0},
+      {"metadump_class_not_a_number", "lru_crawler metadump 1,x\r\n", "BADCLASS invalid class id", true, kAll, 0},
+      {"metadump_uppercase_all", "lru_crawler metadump ALL\r\n", "BADCLASS invalid class id", true, kAll, 0},
+      {"metadump_huge_class", "lru_crawler metadump 99999999999999999999\r\n", "BADCLASS invalid class id", true,
+       kAll, 0},
+      {"metadump_only_commas", "lru_crawler metadump ,,\r\n", "NOTSTARTED no items to crawl", true, kAll, 0},
       {"verbosity_with_too_many_tokens", "verbosity 1 2 3\r\n", "ERROR", true, kAll, 0},
       {"uppercase_http_start_is_an_unknown_command", "HTTP/1.0 foo\r\n", "ERROR", true, kAll, 0},
       {"unknown_meta_command", "mx k\r\n", "ERROR", true, kAll, 0},

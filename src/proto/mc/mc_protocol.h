@@ -25,8 +25,10 @@
        only checks the length while no LF is buffered, so the outcome depends on packet timing).
      - Errors memcached detects only while executing (an over-long opaque in ma after the delta
        was applied, ...) are reported before anything runs.
-     - Admin commands (slabs, lru, lru_crawler, watch, cache_memlimit, extstore, refresh_certs)
-       are unknown commands ("ERROR"); "shutdown" answers like memcached without -A. */
+     - "lru_crawler metadump <classes|all|hash>" lists the keys (memcached-tool's dump and keys use
+       it); every item is in slab class 1. The other admin commands (slabs, lru, the other
+       lru_crawler commands, watch, cache_memlimit, extstore, refresh_certs) are unknown commands
+       ("ERROR"); "shutdown" answers like memcached without -A. */
 #ifndef TABLESOCKET_PROTO_MC_PROTOCOL_H
 #define TABLESOCKET_PROTO_MC_PROTOCOL_H
 
@@ -52,6 +54,7 @@ enum class Mc_command : uint8_t {
   del,                                           // delete <key> [0] [noreply]
   incr, decr, touch,
   flush_all, version, stats, verbosity, quit,
+  metadump,                                      // lru_crawler metadump <classes|all|hash>
   mg, ms, md, ma, mn, me,                        // meta
 };
 
@@ -127,6 +130,7 @@ struct Mc_request {
   bool has_delay = false;      // flush_all [delay]
   int32_t delay = 0;
   uint32_t verbosity = 0;
+  bool dump_class_1 = false;   // metadump: class 1 (where every item is) among the classes asked for
 
   std::string_view stats_args[kMaxStatsArgs];  // "stats <args...>"; the first kMaxStatsArgs
   uint32_t nstats_args = 0;                    // all args (may exceed kMaxStatsArgs)
