@@ -350,6 +350,9 @@ size_t Mc_session::decode_items(const Kv_layout &l, const Captured_rows &rows, s
   size_t expired = 0;
   const int64_t now = l.expiry >= 0 ? int64_t(time(nullptr)) : 0;
   for (size_t r = 0; r + nc <= rows.ncells(); r += nc) {
+    /* A NULL or empty key (rows SQL wrote: a UNIQUE index allows NULLs) is no memcached key: a
+       range or a dump that meets such a row skips it. */
+    if (rows.is_null(r) || rows.cell(r).empty()) continue;
     int64_t expiry = 0;
     if (l.expiry >= 0 && !rows.is_null(r + size_t(l.expiry))) {
       expiry = to_i64(rows.cell(r + size_t(l.expiry)));
@@ -460,7 +463,7 @@ Store_status Mc_session::range(Open_container &oc, std::string_view spec, std::v
   fr.counts_rows = false;
   fr.op = lower && lower->op == Compare_op::gt ? Find_op::gt : Find_op::ge;
   fr.keys = &start;
-  fr.nkeys = 1;
+  fr.nkeys = lower ? 1 : 0;  // no lower bound: from the index's first row
   fr.limit = cfg_.mc_max_range_rows;
   Filter stop;
   if (upper) {
@@ -490,6 +493,7 @@ Store_status Mc_session::range(Open_container &oc, std::string_view spec, std::v
     last_key.assign(capture_.cell((rows - 1) * nc));
     start = Datum{last_key.data(), last_key.size()};
     fr.op = Find_op::gt;
+    fr.nkeys = 1;
   }
   return {};
 }
@@ -1233,8 +1237,10 @@ Mc_session::Exec Mc_session::exec_metadump(const Mc_request &rq, Byte_buffer &ou
     finish(Exec::done);
     return server_error(st, out, false);
   }
+  bool dumping_from_start = false;
   if (!dumping_) {
     dumping_ = true;
+    dumping_from_start = true;
     dump_after_.clear();
     dump_rows_ = 16;
   }
@@ -1248,9 +1254,9 @@ Mc_session::Exec Mc_session::exec_metadump(const Mc_request &rq, Byte_buffer &ou
     Datum start{dump_after_.data(), dump_after_.size()};
     Find_request fr;
     fr.counts_rows = false;
-    fr.op = dump_after_.empty() ? Find_op::ge : Find_op::gt;
+    fr.op = dumping_from_start ? Find_op::ge : Find_op::gt;
     fr.keys = &start;
-    fr.nkeys = 1;
+    fr.nkeys = dumping_from_start ? 0 : 1;  // the first page: from the index's first row
     fr.limit = uint32_t(dump_rows_);
     capture_.clear();
     st = store_.find(oc->idx, fr, capture_);
@@ -1276,6 +1282,7 @@ Mc_session::Exec Mc_session::exec_metadump(const Mc_request &rq, Byte_buffer &ou
     }
     if (rows < fr.limit || rows == 0) break;  // the table has no more rows
     dump_after_.assign(capture_.cell((rows - 1) * nc));
+    dumping_from_start = false;
     /* The next page: about kPageBytes of rows of this page's size. */
     const size_t per_row = std::max<size_t>(capture_.size_bytes() / rows, 1);
     dump_rows_ = std::clamp<size_t>(kPageBytes / per_row, 1, kMaxPageRows);

@@ -1415,7 +1415,10 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
   while (hits < limit) {
     if (first) {
       first = false;
-      r = names_no_row() ? HA_ERR_KEY_NOT_FOUND : h->ha_index_read_map(rec, key_buf_.data(), kpm, flag);
+      if (req.nkeys == 0 && req.op == Find_op::ge)
+        r = h->ha_index_first(rec);  // from the index's first row (NULLs and negative numbers included)
+      else
+        r = names_no_row() ? HA_ERR_KEY_NOT_FOUND : h->ha_index_read_map(rec, key_buf_.data(), kpm, flag);
     } else if (req.has_in && !same_in_value) {
       /* HandlerSocket semantics: each IN value contributes at most its first matching row. */
       if (++in_index >= req.nin_values) break;

@@ -164,7 +164,7 @@ enum class Find_op : uint8_t { eq, gt, ge, lt, le, last_prefix, merge_desc, merg
 struct Find_request {
   Find_op op = Find_op::eq;
   const Datum *keys = nullptr;
-  uint32_t nkeys = 0;
+  uint32_t nkeys = 0;  // 0 with ge: from the index's first row
   uint32_t limit = 1;
   uint32_t offset = 0;
   bool has_in = false;

@@ -2179,6 +2179,31 @@ def test_range_get_skips_expired_rows_without_counting_them(ts, tsmc, make_table
 
 
 @TS_ONLY
+def test_ranges_and_metadump_start_at_the_first_row_and_skip_keys_no_client_can_name(ts, tsmc, make_table,
+                                                                                      containers):
+    """An INT key's negative rows come before 0: a range without a lower bound and a metadump start
+    at the index's first row, not at the key '' (0). A UNIQUE key allows NULL, and SQL may write
+    '': no memcached key names them, so neither a range nor a dump lists them (no `VALUE  0 1`)."""
+    t = make_table("id INT PRIMARY KEY, v VARCHAR(20)", [(-5, "m5"), (-1, "m1"), (0, "z"), (3, "p3")])
+    name = containers(f"neg_{uuid.uuid4().hex[:8]}", t, "id", "v")
+    t2 = make_table("id INT AUTO_INCREMENT PRIMARY KEY, k VARCHAR(20) NULL, v VARCHAR(20), UNIQUE KEY uk(k)",
+                    [(1, None, "null"), (2, "", "empty"), (3, "a", "A"), (4, None, "null2"), (5, "b", "B")])
+    name2 = containers(f"nul_{uuid.uuid4().hex[:8]}", t2, "k", "v", index="uk")
+    c = tsmc()
+    wait_for_container(c, name)
+    wait_for_container(c, name2)
+    c.request(f"get @@{name}.@<1\r\n", value_reply("-5", b"m5") + value_reply("-1", b"m1") + value_reply("0", b"z")
+              + b"END\r\n")
+    c.request(f"get @@{name}\r\n", value_reply(f"@@{name}", f"test/{t}".encode()) + b"END\r\n")
+    items, end = metadump(c)
+    assert [it["key"] for it in items] == [b"-5", b"-1", b"0", b"3"] and end == b"END\r\n"
+    c.request(f"get @@{name2}.@<z\r\n", value_reply("a", b"A") + value_reply("b", b"B") + b"END\r\n")
+    c.request(f"get @@{name2}\r\n", value_reply(f"@@{name2}", f"test/{t2}".encode()) + b"END\r\n")
+    items, end = metadump(c)
+    assert [it["key"] for it in items] == [b"a", b"b"] and end == b"END\r\n"
+
+
+@TS_ONLY
 def test_range_get_gets_reports_the_same_cas_as_a_key_get(ts, tsmc, make_table, containers):
     t = make_table("k VARBINARY(64) PRIMARY KEY, v VARCHAR(20), cas BIGINT UNSIGNED NOT NULL DEFAULT 0",
                    [(b"a1", "x", 0)])
