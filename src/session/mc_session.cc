@@ -491,7 +491,7 @@ Store_status Mc_session::range(Open_container &oc, std::string_view spec, std::v
     const size_t rows = capture_.ncells() / nc;
     if (rows < fr.limit || rows == 0) break;  // the range has no more rows
     last_key.assign(capture_.cell((rows - 1) * nc));
-    start = Datum{last_key.data(), last_key.size()};
+    start = capture_.is_null((rows - 1) * nc) ? Datum{} : Datum{last_key.data(), last_key.size()};
     fr.op = Find_op::gt;
     fr.nkeys = 1;
   }
@@ -1221,7 +1221,7 @@ static void append_uri_encoded(std::string &o, std::string_view key) {
    may not be listed, as with memcached's crawler. */
 Mc_session::Exec Mc_session::exec_metadump(const Mc_request &rq, Byte_buffer &out) {
   auto finish = [&](Exec e) {
-    dumping_ = false;
+    dumping_ = dump_after_null_ = false;
     dump_after_.clear();
     return e;
   };
@@ -1237,10 +1237,9 @@ Mc_session::Exec Mc_session::exec_metadump(const Mc_request &rq, Byte_buffer &ou
     finish(Exec::done);
     return server_error(st, out, false);
   }
-  bool dumping_from_start = false;
   if (!dumping_) {
     dumping_ = true;
-    dumping_from_start = true;
+    dump_at_start_ = true;
     dump_after_.clear();
     dump_rows_ = 16;
   }
@@ -1251,12 +1250,12 @@ Mc_session::Exec Mc_session::exec_metadump(const Mc_request &rq, Byte_buffer &ou
   const uint64_t now = uint64_t(time(nullptr));
   std::string line;
   for (;;) {
-    Datum start{dump_after_.data(), dump_after_.size()};
+    Datum start = dump_after_null_ ? Datum{} : Datum{dump_after_.data(), dump_after_.size()};
     Find_request fr;
     fr.counts_rows = false;
-    fr.op = dumping_from_start ? Find_op::ge : Find_op::gt;
+    fr.op = dump_at_start_ ? Find_op::ge : Find_op::gt;
     fr.keys = &start;
-    fr.nkeys = dumping_from_start ? 0 : 1;  // the first page: from the index's first row
+    fr.nkeys = dump_at_start_ ? 0 : 1;  // the first page: from the index's first row
     fr.limit = uint32_t(dump_rows_);
     capture_.clear();
     st = store_.find(oc->idx, fr, capture_);
@@ -1282,7 +1281,8 @@ Mc_session::Exec Mc_session::exec_metadump(const Mc_request &rq, Byte_buffer &ou
     }
     if (rows < fr.limit || rows == 0) break;  // the table has no more rows
     dump_after_.assign(capture_.cell((rows - 1) * nc));
-    dumping_from_start = false;
+    dump_after_null_ = capture_.is_null((rows - 1) * nc);  // after a NULL key: after every NULL
+    dump_at_start_ = false;
     /* The next page: about kPageBytes of rows of this page's size. */
     const size_t per_row = std::max<size_t>(capture_.size_bytes() / rows, 1);
     dump_rows_ = std::clamp<size_t>(kPageBytes / per_row, 1, kMaxPageRows);

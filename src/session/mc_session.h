@@ -222,8 +222,9 @@ class Mc_session final : public Session {
   std::unordered_set<std::string> gat_touched_;
   size_t get_resume_ = 0;  // exec_get: the key a get answered in parts goes on from (0: none pending)
   /* exec_metadump: a dump answered in parts goes on after dump_after_ (the last row key listed
-     or skipped); dump_rows_ sizes its next page. */
-  bool dumping_ = false;
+     or skipped; dump_after_null_: it was NULL) or, dump_at_start_, from the index's first row;
+     dump_rows_ sizes its next page. */
+  bool dumping_ = false, dump_at_start_ = false, dump_after_null_ = false;
   std::string dump_after_;
   size_t dump_rows_ = 0;
   std::string config_error_;  // backs Store_status::message for configuration errors

@@ -2201,6 +2201,18 @@ def test_ranges_and_metadump_start_at_the_first_row_and_skip_keys_no_client_can_
     c.request(f"get @@{name2}\r\n", value_reply(f"@@{name2}", f"test/{t2}".encode()) + b"END\r\n")
     items, end = metadump(c)
     assert [it["key"] for it in items] == [b"a", b"b"] and end == b"END\r\n"
+    # more NULL keys than a page (a dump's first, a range's 1,000 rows): the next page starts after
+    # the NULLs, not after the number '' reads as (0)
+    t3 = make_table("id INT AUTO_INCREMENT PRIMARY KEY, k INT NULL, v VARCHAR(20), UNIQUE KEY uk(k)")
+    ts.exec_sql(f"INSERT INTO test.{t3} (k, v) SELECT NULL, 'null' FROM seq_1_to_1100")
+    ts.exec_sql(f"INSERT INTO test.{t3} (k, v) VALUES (-3, 'm3'), (-2, 'm2'), (5, 'p5')")
+    name3 = containers(f"nun_{uuid.uuid4().hex[:8]}", t3, "k", "v", index="uk")
+    wait_for_container(c, name3)
+    c.request(f"get @@{name3}.@<10\r\n", value_reply("-3", b"m3") + value_reply("-2", b"m2") + value_reply("5", b"p5")
+              + b"END\r\n")
+    c.request(f"get @@{name3}\r\n", value_reply(f"@@{name3}", f"test/{t3}".encode()) + b"END\r\n")
+    items, end = metadump(c)
+    assert [it["key"] for it in items] == [b"-3", b"-2", b"5"] and end == b"END\r\n"
 
 
 @TS_ONLY
