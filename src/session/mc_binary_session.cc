@@ -47,7 +47,6 @@ Session_outcome Mc_session::run_binary(Byte_buffer &in, Byte_buffer &out, unsign
         counters_.add(counters_.errors);
         /* A set refused as too large drops the old item, as memcached's does (a stale value must
            not outlive a set the client was told failed). */
-        if (pr.error == Bin_status::e2big) counters_.add(counters_.mc_store_too_large);
         if (pr.error == Bin_status::e2big && bin_rq_.op == Bin_op::set) drop_refused_item(bin_rq_.key);
         mc::encode_bin_error(out, bin_rq_, pr.error);
         in.consume(pr.consumed);
@@ -346,8 +345,7 @@ Mc_session::Exec Mc_session::bin_arith(const Bin_request &rq, Byte_buffer &out) 
     }
     case Kv_outcome::not_numeric: mc::encode_bin_error(out, rq, Bin_status::delta_badval); return Exec::done;
     case Kv_outcome::exists: mc::encode_bin_error(out, rq, Bin_status::key_eexists); return Exec::done;
-    case Kv_outcome::too_large:
-      counters_.add(counters_.mc_store_too_large);
+    case Kv_outcome::too_large:  // (memcached's binary protocol does not count store_too_large)
       mc::encode_bin_error(out, rq, Bin_status::e2big);
       return Exec::done;
     default: mc::encode_bin_error(out, rq, Bin_status::key_enoent); return Exec::done;

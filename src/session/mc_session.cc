@@ -487,7 +487,17 @@ Store_status Mc_session::range(Open_container &oc, std::string_view spec, std::v
     capture_.clear();
     Store_status st = store_.find(oc.idx, fr, capture_);
     if (!st.ok()) return st;
+    const size_t before = items.size();
     decode_items(oc.def.layout, capture_, items);
+    /* A key no text-protocol reply can carry (a space, CR, LF or NUL in it: the binary protocol
+       and SQL may store one; over 250 bytes) is skipped: its VALUE line would put the client out
+       of step. */
+    items.erase(std::remove_if(items.begin() + std::ptrdiff_t(before), items.end(),
+                               [](const Item &it) {
+                                 return it.key.size() > mc::kMaxKeyLength ||
+                                        it.key.find_first_of(std::string_view(" \r\n\0", 4)) != std::string::npos;
+                               }),
+                items.end());
     const size_t rows = capture_.ncells() / nc;
     if (rows < fr.limit || rows == 0) break;  // the range has no more rows
     last_key.assign(capture_.cell((rows - 1) * nc));
@@ -512,6 +522,11 @@ Store_status Mc_session::write(Open_container &oc, Kv_request &kr, Kv_result *re
     if (counted) count_outcome(kr.op, res->outcome);
     if (res->outcome == Kv_outcome::not_numeric) counters_.add(counters_.errors);  // answered with an error
     if (res->outcome == Kv_outcome::stored && stores_item(kr.op)) counters_.add(counters_.mc_total_items);
+    /* memcached rewrites a number in place when it fits the old value's length and links a new
+       item (total_items) when it does not. (It pads a shorter number with spaces, which
+       tablesocket does not store: after a decr shortened it, an incr back within the old
+       length counts here, not in memcached.) */
+    if (res->outcome == Kv_outcome::number && res->longer) counters_.add(counters_.mc_total_items);
     /* A new value (or none) ends the item's stale/win state; a touch does not, nor a write that
        changed nothing (an add of an existing item, a cas that did not match, incr of a
        non-number, ...). */

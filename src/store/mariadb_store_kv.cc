@@ -224,7 +224,8 @@ Store_status Mariadb_store::kv_write_here(Open_index &idx, const Kv_layout &layo
     case Kv_op::decr: {
       if (!live) { res->outcome = Kv_outcome::not_found; break; }
       uint64_t n;
-      if (!parse_counter_value(kv_current_value(t, idx, layout), &n)) { res->outcome = Kv_outcome::not_numeric; break; }
+      const std::string cur = kv_current_value(t, idx, layout);
+      if (!parse_counter_value(cur, &n)) { res->outcome = Kv_outcome::not_numeric; break; }
       if (req.op == Kv_op::incr)
         n += req.delta;  // wraps at 2^64, as memcached does
       else
@@ -236,6 +237,7 @@ Store_status Mariadb_store::kv_write_here(Open_index &idx, const Kv_layout &layo
       st = kv_set_row(t, idx, layout, upd, v, true);
       res->outcome = Kv_outcome::number;
       res->number = n;
+      res->longer = v.size() > cur.size();
       result_cas(v, flags);
       break;
     }

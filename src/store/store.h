@@ -230,6 +230,7 @@ enum class Kv_outcome : uint8_t { stored, not_stored, exists, not_found, deleted
 struct Kv_result {
   Kv_outcome outcome = Kv_outcome::not_found;
   uint64_t number = 0;  // incr/decr: the new value
+  bool longer = false;  // incr/decr: the new number has more digits than the value it replaced
   uint64_t cas = 0;     // the row's CAS after a change (the cas column, or the content hash)
 };
 

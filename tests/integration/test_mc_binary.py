@@ -270,6 +270,26 @@ def test_touch_and_gat_count_as_touches_hit_or_miss(bc, key):
         {b"cmd_touch": 4, b"touch_hits": 2, b"touch_misses": 2, b"cmd_get": 0}, got
 
 
+def test_item_figures_count_as_memcached_counts_them(bc, key):
+    """total_items: a set, and an incr whose number outgrows the stored value (memcached links a new
+    item then; in place when it fits). A too-large binary set is refused without counting in
+    store_too_large (memcached's binary protocol does not count it; its text protocol does)."""
+    c = bc()
+    n = key("n")
+    assert c.call(STAT, key=b"reset").status == OK
+    assert c.call(SET, set_extras(), n, b"9").status == OK
+    assert c.call(INCR, incr_extras(1), n).status == OK   # 9 -> 10: longer
+    assert c.call(INCR, incr_extras(5), n).status == OK   # 10 -> 15: in place
+    assert c.call(DECR, incr_extras(3), n).status == OK   # 15 -> 12: in place
+    assert c.call(SET, set_extras(), key("big"), b"x" * (1024 * 1024 + 1)).status == E2BIG
+    c.send(request(STAT))
+    got = {}
+    while (r := c.resp()).key:
+        got[r.key] = r.value
+    assert {k: int(got[k]) for k in (b"total_items", b"store_too_large")} == \
+        {b"total_items": 2, b"store_too_large": 0}, got
+
+
 def test_version_noop_stat(bc):
     c = bc()
     assert c.call(VERSION, opaque=5).shape() == ok(VERSION, value=b"1.6.18", opaque=5)

@@ -1513,6 +1513,23 @@ def test_stats_count_meta_commands_as_memcached_does(mc, key):
         dict(zip(names, (0, 3, 1, 0, 0, 0, 1, 0, 3, 1, 0))), st
 
 
+def test_an_incr_that_outgrows_the_value_counts_a_new_item(mc, key):
+    """memcached rewrites a number in place when it fits the old value and links a new item
+    (total_items) when it does not: 9 -> 10 and 99 -> 100 count, 10 -> 15 and decr do not."""
+    c = mc()
+    n, m = key("n"), key("m")
+    c.request("stats reset\r\n", b"RESET\r\n")
+    c.set(n, b"9")
+    c.request(f"incr {n} 1\r\n", b"10\r\n")
+    c.request(f"incr {n} 5\r\n", b"15\r\n")
+    c.request(f"decr {n} 3\r\n", b"12\r\n")
+    c.set(m, b"99")
+    c.request(f"ma {m} v\r\n", b"VA 3\r\n100\r\n")
+    c.send("stats\r\n")
+    st = dict(re.findall(rb"STAT (\S+) (\S+)\r\n", c.recv_until()))
+    assert int(st[b"total_items"]) == 4, st
+
+
 def test_me_prints_exp_as_memcached_does(mc, key):
     """memcached prints exp as now minus the expiry: -30 for an item with 30 s to live."""
     c = mc()
@@ -2155,6 +2172,8 @@ def test_range_gets_return_exactly_the_keys_in_range_in_index_order(ts, tsmc, ma
     t = make_table("k VARBINARY(64) PRIMARY KEY, v VARCHAR(20), exp INT UNSIGNED NOT NULL DEFAULT 0",
                    [(k.encode(), v, 0) for k, v in rows])
     ts.exec_sql(f"INSERT INTO test.{t} VALUES ('k13', 'expired', 1)")
+    # keys no text reply can carry (SQL or the binary protocol can store them): not listed
+    ts.exec_sql(f"INSERT INTO test.{t} VALUES ('k11 sp', 'x', 0), ('k11\\nlf', 'x', 0), ('k11\\rcr', 'x', 0)")
     name = containers(f"rng_{uuid.uuid4().hex[:8]}", t, "k", "v", exp="exp")
     c = tsmc()
     wait_for_container(c, name)
