@@ -3,14 +3,15 @@ tablesocket and against a private memcached 1.6.18, the outputs compared step by
 
     gomemcache (Go, github.com/bradfitz/gomemcache)   text protocol        tests/clients/gomemcache
     spymemcached 2.12.3 (Java)                        text and binary      tests/clients/spymemcached
+    xmemcached 2.4.9 (Java)                           text and binary      tests/clients/xmemcached
 
 Each scenario covers storage commands, multi-gets, CAS, counters (miss, wrap, floor at 0,
 non-numeric), touch and expiry, flags, every byte value, empty / 1 MB / over-the-limit values,
-250- and 251-byte keys, and 50 concurrent goroutines or threads sharing a counter; spymemcached
-also its transcoders (int, long, boolean, byte[], a serialized object, a compressed string).
+250- and 251-byte keys, and 50 concurrent goroutines or threads sharing a counter; the Java
+clients also their transcoders (int, long, byte[], a serialized object, a compressed string).
 
 The clients come from the language's registry (the Go module proxy; Maven Central, the jar's
-SHA-1 checked): built once into build-clients/. Without the toolchain (go; javac and java) or
+jars' SHA-1 checked): built once into build-clients/. Without the toolchain (go; javac and java) or
 the registry, the test is skipped; a scenario that does not compile fails.
 """
 from __future__ import annotations
@@ -33,8 +34,9 @@ from tsserver import REPO_ROOT  # noqa: E402
 TS_ONLY = pytest.mark.tablesocket_only("the memcached front door is tablesocket's")
 CLIENTS_DIR = REPO_ROOT / "tests" / "clients"
 BUILD = REPO_ROOT / "build-clients"
-SPY_VERSION = "2.12.3"
-SPY_URL = f"https://repo1.maven.org/maven2/net/spy/spymemcached/{SPY_VERSION}/spymemcached-{SPY_VERSION}.jar"
+MAVEN = "https://repo1.maven.org/maven2"
+SPYMEMCACHED = ("net.spy", "spymemcached", "2.12.3")
+XMEMCACHED = [("com.googlecode.xmemcached", "xmemcached", "2.4.9"), ("org.slf4j", "slf4j-api", "1.7.21")]
 
 
 @pytest.fixture
@@ -68,43 +70,55 @@ def gomemcache_scenario() -> Path:
     return out
 
 
-def _spymemcached_jar() -> Path:
-    """The jar from the local Maven repository, or downloaded from Maven Central (SHA-1 checked)."""
-    local = Path.home() / f".m2/repository/net/spy/spymemcached/{SPY_VERSION}/spymemcached-{SPY_VERSION}.jar"
+def _maven_jar(group: str, artifact: str, version: str) -> Path:
+    """A jar from the local Maven repository, or downloaded from Maven Central (SHA-1 checked)."""
+    name = f"{artifact}-{version}.jar"
+    local = Path.home() / ".m2/repository" / group.replace(".", "/") / artifact / version / name
     if local.exists():
         return local
-    jar = BUILD / f"spymemcached-{SPY_VERSION}.jar"
+    jar = BUILD / name
     if jar.exists():
         return jar
     BUILD.mkdir(exist_ok=True)
+    url = f"{MAVEN}/{group.replace('.', '/')}/{artifact}/{version}/{name}"
     try:
-        with urllib.request.urlopen(SPY_URL, timeout=60) as r:
+        with urllib.request.urlopen(url, timeout=60) as r:
             data = r.read()
-        with urllib.request.urlopen(SPY_URL + ".sha1", timeout=60) as r:
+        with urllib.request.urlopen(url + ".sha1", timeout=60) as r:
             want = r.read().decode().split()[0].strip()
     except OSError as e:
-        pytest.skip(f"spymemcached could not be downloaded from Maven Central: {e}")
+        pytest.skip(f"{artifact} could not be downloaded from Maven Central: {e}")
     got = hashlib.sha1(data).hexdigest()
-    assert got == want, f"spymemcached jar SHA-1 {got}, Maven Central says {want}"
+    assert got == want, f"{name}: SHA-1 {got}, Maven Central says {want}"
     tmp = jar.with_suffix(".part")
     tmp.write_bytes(data)
     tmp.rename(jar)
     return jar
 
 
-@pytest.fixture(scope="module")
-def spymemcached_scenario() -> list[str]:
+def _java_scenario(client: str, jars: list[Path]) -> list[str]:
+    """tests/clients/<client>/Scenario.java compiled against jars: the command that runs it."""
     if not shutil.which("javac") or not shutil.which("java"):
         pytest.skip("a JDK (javac, java) is not installed")
-    jar = _spymemcached_jar()
-    src = CLIENTS_DIR / "spymemcached" / "Scenario.java"
-    classes = BUILD / "spymemcached-scenario"
+    cp = os.pathsep.join(str(j) for j in jars)
+    src = CLIENTS_DIR / client / "Scenario.java"
+    classes = BUILD / f"{client}-scenario"
     if not _newer(classes / "Scenario.class", src):
         classes.mkdir(parents=True, exist_ok=True)
-        b = subprocess.run(["javac", "-cp", str(jar), "-d", str(classes), str(src)], capture_output=True, text=True,
+        b = subprocess.run(["javac", "-cp", cp, "-d", str(classes), str(src)], capture_output=True, text=True,
                            timeout=300)
-        assert b.returncode == 0, f"the spymemcached scenario does not compile:\n{b.stderr}"
-    return ["java", "-cp", f"{jar}{os.pathsep}{classes}", "Scenario"]
+        assert b.returncode == 0, f"the {client} scenario does not compile:\n{b.stderr}"
+    return ["java", "-cp", f"{cp}{os.pathsep}{classes}", "Scenario"]
+
+
+@pytest.fixture(scope="module")
+def spymemcached_scenario() -> list[str]:
+    return _java_scenario("spymemcached", [_maven_jar(*SPYMEMCACHED)])
+
+
+@pytest.fixture(scope="module")
+def xmemcached_scenario() -> list[str]:
+    return _java_scenario("xmemcached", [_maven_jar(*a) for a in XMEMCACHED])
 
 
 def _run(cmd: list[str], port: int, prefix: str, *extra: str) -> list[str]:
@@ -146,5 +160,19 @@ def test_spymemcached_sees_what_memcached_gives(ts, mc_ref, spymemcached_scenari
         # spymemcached's int: big-endian without its leading zero bytes, flags 2 << 8
         assert ts.sql("SELECT HEX(v), flags FROM test.kv WHERE k = %s", ((prefix + "i").encode(),)) == \
             [("01E240", "512")]
+    finally:
+        ts.exec_sql("DELETE FROM test.kv WHERE k LIKE %s", (prefix.encode() + b"%",))
+
+
+@TS_ONLY
+@pytest.mark.parametrize("protocol", ["text", "binary"])
+def test_xmemcached_sees_what_memcached_gives(ts, mc_ref, xmemcached_scenario, protocol):
+    prefix = f"xmc{uuid.uuid4().hex[:6]}:"
+    try:
+        ts_lines = _run(xmemcached_scenario, ts.mc_port, prefix, protocol)
+        ref_lines = _run(xmemcached_scenario, mc_ref.port, prefix, protocol)
+        assert len(ts_lines) >= 54
+        _same(ts_lines, ref_lines)
+        assert ts.sql("SELECT v FROM test.kv WHERE k = %s", ((prefix + "shared").encode(),)) == [("1000",)]
     finally:
         ts.exec_sql("DELETE FROM test.kv WHERE k LIKE %s", (prefix.encode() + b"%",))
