@@ -1,6 +1,8 @@
 #include "session/mc_containers.h"
 
 #include <algorithm>
+#include <memory>
+#include <mutex>
 
 #include "common/names.h"
 #include "session/captured_rows.h"
@@ -29,6 +31,20 @@ std::vector<std::string> split_columns(std::string_view s) {
   }
   if (!cur.empty()) out.push_back(cur);
   return out;
+}
+
+/* The configuration connections last read, for a connection that cannot read it itself while the
+   table is busy (LOCK TABLES ... WRITE, a DDL running on it): it is served with what the others
+   use rather than waiting for the lock. Replaced when a connection re-reads the table (at most
+   once a second each), looked at only when a read fails: never on a request's path. */
+struct Last_read {
+  std::mutex mu;
+  std::string schema;
+  std::shared_ptr<const std::vector<Mc_container>> list;  // null: none yet, or the table is gone
+};
+Last_read &last_read() {
+  static Last_read l;
+  return l;
 }
 
 }  // namespace
@@ -60,13 +76,37 @@ Store_status Mc_containers::refresh(Store &store, const std::string &schema, uin
      configuration is read by: every connection stops using what it read before, as a new
      connection cannot read it either (a busy table, say a lock held by DDL or a backup, keeps the
      previous configuration). */
-  if (loaded_ && (st.errc == Store_errc::table_open_failed || st.errc == Store_errc::index_not_found ||
-                  st.errc == Store_errc::column_not_found)) {
+  const bool gone = st.errc == Store_errc::table_open_failed || st.errc == Store_errc::index_not_found ||
+                    st.errc == Store_errc::column_not_found;
+  if (gone) {
+    Last_read &l = last_read();
+    std::lock_guard<std::mutex> g(l.mu);
+    if (l.schema == schema) l.list.reset();
+  }
+  if (loaded_ && gone) {
     list_.clear();
     loaded_ = false;
     ++generation_;
     containers_idx_.reset();
     options_idx_.reset();
+  }
+  const bool busy = st.errc == Store_errc::table_busy || st.errc == Store_errc::row_locked ||
+                    st.errc == Store_errc::lock_queued;
+  if (!loaded_ && busy) {
+    /* A connection that has read nothing yet takes what the others read before the lock. */
+    Last_read &l = last_read();
+    std::shared_ptr<const std::vector<Mc_container>> list;
+    {
+      std::lock_guard<std::mutex> g(l.mu);
+      if (l.schema == schema) list = l.list;
+    }
+    if (list) {
+      list_ = *list;
+      ++generation_;
+      loaded_ = true;
+      loaded_at_ms_ = now_ms;
+      return {};
+    }
   }
   return st;
 }
@@ -146,6 +186,11 @@ Store_status Mc_containers::reread(Store &store, const std::string &schema, uint
   ++generation_;
   loaded_ = true;
   loaded_at_ms_ = now_ms;
+  auto shared = std::make_shared<const std::vector<Mc_container>>(list_);
+  Last_read &l = last_read();
+  std::lock_guard<std::mutex> g(l.mu);
+  l.schema = schema;
+  l.list = std::move(shared);
   return {};
 }
 

@@ -1954,6 +1954,33 @@ def test_connections_stop_using_a_configuration_whose_table_is_dropped_or_broken
 
 
 @TS_ONLY
+def test_new_connections_are_served_while_the_containers_table_is_locked(ts, tsmc, key):
+    """LOCK TABLES innodb_memcache.containers WRITE (or a DDL running on it) keeps the configuration
+    connections read before, for the connections that open meanwhile too: they are served at once
+    instead of waiting for the lock (up to tablesocket_lock_wait_timeout, 50 s)."""
+    import pymysql
+    c = tsmc()
+    k = key()
+    c.set(k, b"before")
+    time.sleep(1.1)  # a reread after the set: the configuration others use is current
+    c.request(f"get {k}\r\n", value_reply(k, b"before") + b"END\r\n")
+    sql = pymysql.connect(unix_socket=ts.socket, user="root", password="", autocommit=True)
+    try:
+        with sql.cursor() as cur:
+            cur.execute("LOCK TABLES innodb_memcache.containers WRITE")
+            time.sleep(1.2)  # past the next reread of the connections open before
+            for conn in (c, tsmc(), tsmc()):
+                t0 = time.monotonic()
+                conn.request(f"get {k} @@aaa\r\n",
+                             value_reply(k, b"before") + value_reply("@@aaa", b"test/demo_test") + b"END\r\n")
+                assert time.monotonic() - t0 < 1.0
+            cur.execute("UNLOCK TABLES")
+    finally:
+        sql.close()
+    tsmc().request(f"get {k}\r\n", value_reply(k, b"before") + b"END\r\n")
+
+
+@TS_ONLY
 def test_new_keys_in_a_table_with_an_auto_increment_id_get_the_next_ids(ts, tsmc, make_table, containers):
     """A container on `id AUTO_INCREMENT PRIMARY KEY, k ... UNIQUE`: new keys get ids as SQL's
     inserts do (the first was stored with id 0 and every later one failed as a duplicate);
