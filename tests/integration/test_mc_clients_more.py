@@ -101,12 +101,12 @@ def _java_scenario(client: str, jars: list[Path]) -> list[str]:
     if not shutil.which("javac") or not shutil.which("java"):
         pytest.skip("a JDK (javac, java) is not installed")
     cp = os.pathsep.join(str(j) for j in jars)
-    src = CLIENTS_DIR / client / "Scenario.java"
+    srcs = [CLIENTS_DIR / "java" / "Steps.java", CLIENTS_DIR / client / "Scenario.java"]
     classes = BUILD / f"{client}-scenario"
-    if not _newer(classes / "Scenario.class", src):
+    if not _newer(classes / "Scenario.class", *srcs):
         classes.mkdir(parents=True, exist_ok=True)
-        b = subprocess.run(["javac", "-cp", cp, "-d", str(classes), str(src)], capture_output=True, text=True,
-                           timeout=300)
+        b = subprocess.run(["javac", "-cp", cp, "-d", str(classes), *map(str, srcs)], capture_output=True,
+                           text=True, timeout=300)
         assert b.returncode == 0, f"the {client} scenario does not compile:\n{b.stderr}"
     return ["java", "-cp", f"{cp}{os.pathsep}{classes}", "Scenario"]
 
@@ -148,31 +148,26 @@ def test_gomemcache_sees_what_memcached_gives(ts, mc_ref, gomemcache_scenario):
         ts.exec_sql("DELETE FROM test.kv WHERE k LIKE %s", (prefix.encode() + b"%",))
 
 
-@TS_ONLY
-@pytest.mark.parametrize("protocol", ["text", "binary"])
-def test_spymemcached_sees_what_memcached_gives(ts, mc_ref, spymemcached_scenario, protocol):
-    prefix = f"spy{uuid.uuid4().hex[:6]}:"
-    try:
-        ts_lines = _run(spymemcached_scenario, ts.mc_port, prefix, protocol)
-        ref_lines = _run(spymemcached_scenario, mc_ref.port, prefix, protocol)
-        assert len(ts_lines) >= 55
-        _same(ts_lines, ref_lines)
-        # spymemcached's int: big-endian without its leading zero bytes, flags 2 << 8
-        assert ts.sql("SELECT HEX(v), flags FROM test.kv WHERE k = %s", ((prefix + "i").encode(),)) == \
-            [("01E240", "512")]
-    finally:
-        ts.exec_sql("DELETE FROM test.kv WHERE k LIKE %s", (prefix.encode() + b"%",))
+# What each Java scenario wrote that SQL then reads (key suffix, query, rows).
+JAVA_SQL_CHECK = {
+    # spymemcached's int: big-endian without its leading zero bytes, flags 2 << 8
+    "spymemcached": ("i", "SELECT HEX(v), flags FROM test.kv WHERE k = %s", [("01E240", "512")]),
+    "xmemcached": ("shared", "SELECT v FROM test.kv WHERE k = %s", [("1000",)]),
+}
 
 
 @TS_ONLY
 @pytest.mark.parametrize("protocol", ["text", "binary"])
-def test_xmemcached_sees_what_memcached_gives(ts, mc_ref, xmemcached_scenario, protocol):
-    prefix = f"xmc{uuid.uuid4().hex[:6]}:"
+@pytest.mark.parametrize("client", ["spymemcached", "xmemcached"])
+def test_java_clients_see_what_memcached_gives(ts, mc_ref, request, client, protocol):
+    scenario = request.getfixturevalue(f"{client}_scenario")
+    prefix = f"{client[:3]}{uuid.uuid4().hex[:6]}:"
     try:
-        ts_lines = _run(xmemcached_scenario, ts.mc_port, prefix, protocol)
-        ref_lines = _run(xmemcached_scenario, mc_ref.port, prefix, protocol)
+        ts_lines = _run(scenario, ts.mc_port, prefix, protocol)
+        ref_lines = _run(scenario, mc_ref.port, prefix, protocol)
         assert len(ts_lines) >= 54
         _same(ts_lines, ref_lines)
-        assert ts.sql("SELECT v FROM test.kv WHERE k = %s", ((prefix + "shared").encode(),)) == [("1000",)]
+        suffix, query, rows = JAVA_SQL_CHECK[client]
+        assert ts.sql(query, ((prefix + suffix).encode(),)) == rows
     finally:
         ts.exec_sql("DELETE FROM test.kv WHERE k LIKE %s", (prefix.encode() + b"%",))

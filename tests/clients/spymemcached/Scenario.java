@@ -1,4 +1,3 @@
-import java.io.Serializable;
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -21,8 +20,7 @@ import net.spy.memcached.internal.OperationFuture;
 /**
  * One scenario of spymemcached (the Java memcached client) against a memcached server, over the
  * text or the binary protocol: test_mc_clients_more.py runs it against tablesocket and against
- * memcached 1.6.18 and compares the outputs line by line. Prints "step<TAB>result" per step; a
- * result is what the client returned, or the exception's class (and message).
+ * memcached 1.6.18 and compares the outputs line by line. Prints a line per step (Steps.java).
  *
  * Usage: java -cp spymemcached.jar:. Scenario host:port keyprefix text|binary
  */
@@ -30,38 +28,11 @@ public class Scenario {
   static MemcachedClient c;
   static String p;
 
-  interface Step { Object run() throws Exception; }
-
-  static void step(String name, Step s) {
-    String r;
-    try {
-      r = show(s.run());
-    } catch (Exception e) {
-      Throwable t = e.getCause() != null ? e.getCause() : e;
-      r = "exception " + t.getClass().getSimpleName() + ": " + t.getMessage();
-    }
-    System.out.println(name + "\t" + r);
-  }
-
-  static String show(Object o) {
-    if (o == null) return "null";
-    if (o instanceof byte[]) return "byte[" + ((byte[]) o).length + "]";
-    if (o instanceof String && ((String) o).length() > 64) return "String(" + ((String) o).length() + ")";
-    return o.getClass().getSimpleName() + ":" + o;
-  }
-
-  /** A store's outcome: its boolean and whether the operation succeeded. */
-  static Object done(OperationFuture<Boolean> f) throws Exception {
-    return f.get(10, TimeUnit.SECONDS);
-  }
-
   static String k(String s) { return p + s; }
 
-  static class Point implements Serializable {
-    private static final long serialVersionUID = 1L;
-    final int x, y;
-    Point(int x, int y) { this.x = x; this.y = y; }
-    @Override public String toString() { return "Point(" + x + "," + y + ")"; }
+  /** A store's outcome, as the future gives it. */
+  static Object done(OperationFuture<Boolean> f) throws Exception {
+    return f.get(10, TimeUnit.SECONDS);
   }
 
   public static void main(String[] args) throws Exception {
@@ -81,39 +52,39 @@ public class Scenario {
 
   static void run(boolean binary) throws Exception {
     // values of every transcoder type
-    step("set string", () -> done(c.set(k("s"), 0, "hello")));
-    step("get string", () -> c.get(k("s")));
-    step("get miss", () -> c.get(k("missing")));
-    step("set int", () -> done(c.set(k("i"), 0, 123456)));
-    step("get int", () -> c.get(k("i")));
-    step("set long", () -> done(c.set(k("l"), 0, 9876543210L)));
-    step("get long", () -> c.get(k("l")));
-    step("set bool", () -> done(c.set(k("b"), 0, true)));
-    step("get bool", () -> c.get(k("b")));
+    Steps.step("set string", () -> done(c.set(k("s"), 0, "hello")));
+    Steps.step("get string", () -> c.get(k("s")));
+    Steps.step("get miss", () -> c.get(k("missing")));
+    Steps.step("set int", () -> done(c.set(k("i"), 0, 123456)));
+    Steps.step("get int", () -> c.get(k("i")));
+    Steps.step("set long", () -> done(c.set(k("l"), 0, 9876543210L)));
+    Steps.step("get long", () -> c.get(k("l")));
+    Steps.step("set bool", () -> done(c.set(k("b"), 0, true)));
+    Steps.step("get bool", () -> c.get(k("b")));
     byte[] all = new byte[256];
     for (int i = 0; i < 256; i++) all[i] = (byte) i;
-    step("set bytes", () -> done(c.set(k("bytes"), 0, all)));
-    step("get bytes", () -> Arrays.equals((byte[]) c.get(k("bytes")), all));
-    step("set object", () -> done(c.set(k("o"), 0, new Point(3, 4))));
-    step("get object", () -> c.get(k("o")));
+    Steps.step("set bytes", () -> done(c.set(k("bytes"), 0, all)));
+    Steps.step("get bytes", () -> Arrays.equals((byte[]) c.get(k("bytes")), all));
+    Steps.step("set object", () -> done(c.set(k("o"), 0, new Steps.Point(3, 4))));
+    Steps.step("get object", () -> c.get(k("o")));
     StringBuilder sb = new StringBuilder();
     for (int i = 0; i < 3000; i++) sb.append("compressible text ").append(i % 10).append(' ');
     String big = sb.toString();  // over 16 KB: the transcoder compresses it
-    step("set compressed", () -> done(c.set(k("z"), 0, big)));
-    step("get compressed", () -> big.equals(c.get(k("z"))));
-    step("set empty", () -> done(c.set(k("e"), 0, "")));
-    step("get empty", () -> c.get(k("e")));
+    Steps.step("set compressed", () -> done(c.set(k("z"), 0, big)));
+    Steps.step("get compressed", () -> big.equals(c.get(k("z"))));
+    Steps.step("set empty", () -> done(c.set(k("e"), 0, "")));
+    Steps.step("get empty", () -> c.get(k("e")));
 
     // storage commands
-    step("add existing", () -> done(c.add(k("s"), 0, "x")));
-    step("add new", () -> done(c.add(k("n"), 0, "new")));
-    step("replace missing", () -> done(c.replace(k("nope"), 0, "x")));
-    step("replace existing", () -> done(c.replace(k("n"), 0, "replaced")));
-    step("get replaced", () -> c.get(k("n")));
-    step("append", () -> done(c.append(k("s"), " world")));
-    step("prepend", () -> done(c.prepend(k("s"), "> ")));
-    step("get appended", () -> c.get(k("s")));
-    step("append missing", () -> done(c.append(k("nope"), "x")));
+    Steps.step("add existing", () -> done(c.add(k("s"), 0, "x")));
+    Steps.step("add new", () -> done(c.add(k("n"), 0, "new")));
+    Steps.step("replace missing", () -> done(c.replace(k("nope"), 0, "x")));
+    Steps.step("replace existing", () -> done(c.replace(k("n"), 0, "replaced")));
+    Steps.step("get replaced", () -> c.get(k("n")));
+    Steps.step("append", () -> done(c.append(k("s"), " world")));
+    Steps.step("prepend", () -> done(c.prepend(k("s"), "> ")));
+    Steps.step("get appended", () -> c.get(k("s")));
+    Steps.step("append missing", () -> done(c.append(k("nope"), "x")));
 
     // bulk get: 50 stored, 50 missing
     List<String> keys = new ArrayList<>();
@@ -121,7 +92,7 @@ public class Scenario {
       keys.add(k("m" + i));
       if (i % 2 == 0) c.set(k("m" + i), 0, "v" + i).get();
     }
-    step("get bulk", () -> {
+    Steps.step("get bulk", () -> {
       Map<String, Object> m = c.getBulk(keys);
       int right = 0;
       for (int i = 0; i < 100; i += 2) if (("v" + i).equals(m.get(k("m" + i)))) right++;
@@ -130,59 +101,59 @@ public class Scenario {
 
     // compare and swap
     CASValue<Object> v = c.gets(k("s"));
-    step("gets", () -> v == null ? null : v.getValue() + " cas>0=" + (v.getCas() > 0));
-    step("cas", () -> c.cas(k("s"), v.getCas(), "swapped"));
-    step("cas stale", () -> c.cas(k("s"), v.getCas(), "stale"));
-    step("get swapped", () -> c.get(k("s")));
-    step("cas missing", () -> c.cas(k("nope"), 1, "x"));
-    step("gets miss", () -> c.gets(k("nope")));
+    Steps.step("gets", () -> v == null ? null : v.getValue() + " cas>0=" + (v.getCas() > 0));
+    Steps.step("cas", () -> c.cas(k("s"), v.getCas(), "swapped"));
+    Steps.step("cas stale", () -> c.cas(k("s"), v.getCas(), "stale"));
+    Steps.step("get swapped", () -> c.get(k("s")));
+    Steps.step("cas missing", () -> c.cas(k("nope"), 1, "x"));
+    Steps.step("gets miss", () -> c.gets(k("nope")));
 
     // delete
-    step("delete", () -> c.delete(k("n")).get(10, TimeUnit.SECONDS));
-    step("delete miss", () -> c.delete(k("n")).get(10, TimeUnit.SECONDS));
+    Steps.step("delete", () -> c.delete(k("n")).get(10, TimeUnit.SECONDS));
+    Steps.step("delete miss", () -> c.delete(k("n")).get(10, TimeUnit.SECONDS));
 
     // counters (spymemcached stores them as text)
     c.set(k("ctr"), 0, "41").get();
-    step("incr", () -> c.incr(k("ctr"), 1));
-    step("decr", () -> c.decr(k("ctr"), 2));
-    step("decr below zero", () -> c.decr(k("ctr"), 1000));
-    step("incr miss", () -> c.incr(k("nope"), 1));
-    step("incr with default", () -> c.incr(k("d"), 5, 100));
-    step("incr existing with default", () -> c.incr(k("d"), 5, 100));
+    Steps.step("incr", () -> c.incr(k("ctr"), 1));
+    Steps.step("decr", () -> c.decr(k("ctr"), 2));
+    Steps.step("decr below zero", () -> c.decr(k("ctr"), 1000));
+    Steps.step("incr miss", () -> c.incr(k("nope"), 1));
+    Steps.step("incr with default", () -> c.incr(k("d"), 5, 100));
+    Steps.step("incr existing with default", () -> c.incr(k("d"), 5, 100));
     c.set(k("w"), 0, "18446744073709551615").get();
-    step("incr wraps", () -> c.incr(k("w"), 2));
-    step("incr non-numeric", () -> c.incr(k("s"), 1));
+    Steps.step("incr wraps", () -> c.incr(k("w"), 2));
+    Steps.step("incr non-numeric", () -> c.incr(k("s"), 1));
 
     // touch and expiry
     c.set(k("t"), 0, "v").get();
-    step("touch", () -> c.touch(k("t"), 1).get(10, TimeUnit.SECONDS));
-    step("touch miss", () -> c.touch(k("nope"), 1).get(10, TimeUnit.SECONDS));
-    step("set expiring", () -> done(c.set(k("x"), 1, "v")));
-    step("get before expiry", () -> c.get(k("x")));
+    Steps.step("touch", () -> c.touch(k("t"), 1).get(10, TimeUnit.SECONDS));
+    Steps.step("touch miss", () -> c.touch(k("nope"), 1).get(10, TimeUnit.SECONDS));
+    Steps.step("set expiring", () -> done(c.set(k("x"), 1, "v")));
+    Steps.step("get before expiry", () -> c.get(k("x")));
     Thread.sleep(2100);
-    step("get after expiry", () -> c.get(k("x")));
-    step("get touched after expiry", () -> c.get(k("t")));
+    Steps.step("get after expiry", () -> c.get(k("x")));
+    Steps.step("get touched after expiry", () -> c.get(k("t")));
     if (binary) {
       c.set(k("gat"), 0, "gv").get();
-      step("get and touch", () -> { CASValue<Object> g = c.getAndTouch(k("gat"), 100); return g == null ? null : g.getValue(); });
-      step("get and touch miss", () -> c.getAndTouch(k("nope"), 100));
+      Steps.step("get and touch", () -> { CASValue<Object> g = c.getAndTouch(k("gat"), 100); return g == null ? null : g.getValue(); });
+      Steps.step("get and touch miss", () -> c.getAndTouch(k("nope"), 100));
     }
 
     // sizes and keys
     byte[] mb = new byte[1000000];
     Arrays.fill(mb, (byte) 'y');
-    step("set 1 MB", () -> done(c.set(k("big"), 0, mb)));
-    step("get 1 MB", () -> Arrays.equals((byte[]) c.get(k("big")), mb));
+    Steps.step("set 1 MB", () -> done(c.set(k("big"), 0, mb)));
+    Steps.step("get 1 MB", () -> Arrays.equals((byte[]) c.get(k("big")), mb));
     byte[] over = new byte[1024 * 1024 + 1];
     new java.util.Random(7).nextBytes(over);  // incompressible: the transcoder sends it as it is
-    step("set over the limit", () -> done(c.set(k("big"), 0, over)));
-    step("old value removed", () -> c.get(k("big")));
+    Steps.step("set over the limit", () -> done(c.set(k("big"), 0, over)));
+    Steps.step("old value removed", () -> c.get(k("big")));
     char[] kk = new char[250 - p.length()];
     Arrays.fill(kk, 'k');
     String longKey = k(new String(kk));
-    step("250-byte key", () -> done(c.set(longKey, 0, "v")));
-    step("get 250-byte key", () -> c.get(longKey));
-    step("251-byte key", () -> done(c.set(longKey + "k", 0, "v")));
+    Steps.step("250-byte key", () -> done(c.set(longKey, 0, "v")));
+    Steps.step("get 250-byte key", () -> c.get(longKey));
+    Steps.step("251-byte key", () -> done(c.set(longKey + "k", 0, "v")));
 
     // 50 threads: their own keys, verified, and one shared counter
     c.set(k("shared"), 0, "0").get();
@@ -203,6 +174,6 @@ public class Scenario {
     }
     for (Future<?> f : fs) f.get(120, TimeUnit.SECONDS);
     pool.shutdown();
-    step("concurrent", () -> "bad=" + bad.get() + " counter=" + c.get(k("shared")));
+    Steps.step("concurrent", () -> "bad=" + bad.get() + " counter=" + c.get(k("shared")));
   }
 }

@@ -1,4 +1,3 @@
-import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -20,8 +19,7 @@ import net.rubyeye.xmemcached.utils.AddrUtil;
 /**
  * One scenario of xmemcached (a Java memcached client) against a memcached server, over the text
  * or the binary protocol: test_mc_clients_more.py runs it against tablesocket and against
- * memcached 1.6.18 and compares the outputs line by line. Prints "step<TAB>result" per step; a
- * result is what the client returned, or the exception's class (and message).
+ * memcached 1.6.18 and compares the outputs line by line. Prints a line per step (Steps.java).
  *
  * Usage: java -cp xmemcached.jar:slf4j-api.jar:. Scenario host:port keyprefix text|binary
  */
@@ -29,33 +27,7 @@ public class Scenario {
   static MemcachedClient c;
   static String p;
 
-  interface Step { Object run() throws Exception; }
-
-  static void step(String name, Step s) {
-    String r;
-    try {
-      r = show(s.run());
-    } catch (Exception e) {
-      r = "exception " + e.getClass().getSimpleName() + ": " + e.getMessage();
-    }
-    System.out.println(name + "\t" + r);
-  }
-
-  static String show(Object o) {
-    if (o == null) return "null";
-    if (o instanceof byte[]) return "byte[" + ((byte[]) o).length + "]";
-    if (o instanceof String && ((String) o).length() > 64) return "String(" + ((String) o).length() + ")";
-    return o.getClass().getSimpleName() + ":" + o;
-  }
-
   static String k(String s) { return p + s; }
-
-  static class Point implements Serializable {
-    private static final long serialVersionUID = 1L;
-    final int x, y;
-    Point(int x, int y) { this.x = x; this.y = y; }
-    @Override public String toString() { return "Point(" + x + "," + y + ")"; }
-  }
 
   public static void main(String[] args) throws Exception {
     p = args[1];
@@ -74,39 +46,39 @@ public class Scenario {
 
   static void run(boolean binary) throws Exception {
     // values of every transcoder type
-    step("set string", () -> c.set(k("s"), 0, "hello"));
-    step("get string", () -> c.get(k("s")));
-    step("get miss", () -> c.get(k("missing")));
-    step("set int", () -> c.set(k("i"), 0, 123456));
-    step("get int", () -> c.get(k("i")));
-    step("set long", () -> c.set(k("l"), 0, 9876543210L));
-    step("get long", () -> c.get(k("l")));
+    Steps.step("set string", () -> c.set(k("s"), 0, "hello"));
+    Steps.step("get string", () -> c.get(k("s")));
+    Steps.step("get miss", () -> c.get(k("missing")));
+    Steps.step("set int", () -> c.set(k("i"), 0, 123456));
+    Steps.step("get int", () -> c.get(k("i")));
+    Steps.step("set long", () -> c.set(k("l"), 0, 9876543210L));
+    Steps.step("get long", () -> c.get(k("l")));
     byte[] all = new byte[256];
     for (int i = 0; i < 256; i++) all[i] = (byte) i;
-    step("set bytes", () -> c.set(k("bytes"), 0, all));
-    step("get bytes", () -> Arrays.equals((byte[]) c.get(k("bytes")), all));
-    step("set object", () -> c.set(k("o"), 0, new Point(3, 4)));
-    step("get object", () -> c.get(k("o")));
+    Steps.step("set bytes", () -> c.set(k("bytes"), 0, all));
+    Steps.step("get bytes", () -> Arrays.equals((byte[]) c.get(k("bytes")), all));
+    Steps.step("set object", () -> c.set(k("o"), 0, new Steps.Point(3, 4)));
+    Steps.step("get object", () -> c.get(k("o")));
     StringBuilder sb = new StringBuilder();
     for (int i = 0; i < 3000; i++) sb.append("compressible text ").append(i % 10).append(' ');
     String big = sb.toString();  // over 16 KB: the transcoder compresses it
-    step("set compressed", () -> c.set(k("z"), 0, big));
-    step("get compressed", () -> big.equals(c.get(k("z"))));
-    step("set empty", () -> c.set(k("e"), 0, ""));
-    step("get empty", () -> c.get(k("e")));
+    Steps.step("set compressed", () -> c.set(k("z"), 0, big));
+    Steps.step("get compressed", () -> big.equals(c.get(k("z"))));
+    Steps.step("set empty", () -> c.set(k("e"), 0, ""));
+    Steps.step("get empty", () -> c.get(k("e")));
     // (one connection: the get follows the noreply set on it)
-    step("set noreply", () -> { c.setWithNoReply(k("nr"), 0, "quiet"); return c.get(k("nr")); });
+    Steps.step("set noreply", () -> { c.setWithNoReply(k("nr"), 0, "quiet"); return c.get(k("nr")); });
 
     // storage commands
-    step("add existing", () -> c.add(k("s"), 0, "x"));
-    step("add new", () -> c.add(k("n"), 0, "new"));
-    step("replace missing", () -> c.replace(k("nope"), 0, "x"));
-    step("replace existing", () -> c.replace(k("n"), 0, "replaced"));
-    step("get replaced", () -> c.get(k("n")));
-    step("append", () -> c.append(k("s"), " world"));
-    step("prepend", () -> c.prepend(k("s"), "> "));
-    step("get appended", () -> c.get(k("s")));
-    step("append missing", () -> c.append(k("nope"), "x"));
+    Steps.step("add existing", () -> c.add(k("s"), 0, "x"));
+    Steps.step("add new", () -> c.add(k("n"), 0, "new"));
+    Steps.step("replace missing", () -> c.replace(k("nope"), 0, "x"));
+    Steps.step("replace existing", () -> c.replace(k("n"), 0, "replaced"));
+    Steps.step("get replaced", () -> c.get(k("n")));
+    Steps.step("append", () -> c.append(k("s"), " world"));
+    Steps.step("prepend", () -> c.prepend(k("s"), "> "));
+    Steps.step("get appended", () -> c.get(k("s")));
+    Steps.step("append missing", () -> c.append(k("nope"), "x"));
 
     // multi-get: 50 stored, 50 missing
     List<String> keys = new ArrayList<>();
@@ -114,13 +86,13 @@ public class Scenario {
       keys.add(k("m" + i));
       if (i % 2 == 0) c.set(k("m" + i), 0, "v" + i);
     }
-    step("get multi", () -> {
+    Steps.step("get multi", () -> {
       Map<String, Object> m = c.get(keys);
       int right = 0;
       for (int i = 0; i < 100; i += 2) if (("v" + i).equals(m.get(k("m" + i)))) right++;
       return "found=" + m.size() + " right=" + right;
     });
-    step("gets multi", () -> {
+    Steps.step("gets multi", () -> {
       Map<String, GetsResponse<Object>> m = c.gets(keys);
       int withCas = 0;
       for (GetsResponse<Object> g : m.values()) if (g.getCas() != 0) withCas++;
@@ -129,53 +101,53 @@ public class Scenario {
 
     // compare and swap
     GetsResponse<Object> v = c.gets(k("s"));
-    step("gets", () -> v == null ? null : v.getValue() + " cas>0=" + (v.getCas() > 0));
-    step("cas", () -> c.cas(k("s"), 0, "swapped", v.getCas()));
-    step("cas stale", () -> c.cas(k("s"), 0, "stale", v.getCas()));
-    step("get swapped", () -> c.get(k("s")));
-    step("cas missing", () -> c.cas(k("nope"), 0, "x", 1));
-    step("gets miss", () -> c.gets(k("nope")));
+    Steps.step("gets", () -> v == null ? null : v.getValue() + " cas>0=" + (v.getCas() > 0));
+    Steps.step("cas", () -> c.cas(k("s"), 0, "swapped", v.getCas()));
+    Steps.step("cas stale", () -> c.cas(k("s"), 0, "stale", v.getCas()));
+    Steps.step("get swapped", () -> c.get(k("s")));
+    Steps.step("cas missing", () -> c.cas(k("nope"), 0, "x", 1));
+    Steps.step("gets miss", () -> c.gets(k("nope")));
 
     // delete
-    step("delete", () -> c.delete(k("n")));
-    step("delete miss", () -> c.delete(k("n")));
+    Steps.step("delete", () -> c.delete(k("n")));
+    Steps.step("delete miss", () -> c.delete(k("n")));
 
     // counters
     c.set(k("ctr"), 0, "41");
-    step("incr", () -> c.incr(k("ctr"), 1));
-    step("decr", () -> c.decr(k("ctr"), 2));
-    step("decr below zero", () -> c.decr(k("ctr"), 1000));
-    step("incr with initial", () -> c.incr(k("d"), 5, 100));
-    step("incr existing with initial", () -> c.incr(k("d"), 5, 100));
+    Steps.step("incr", () -> c.incr(k("ctr"), 1));
+    Steps.step("decr", () -> c.decr(k("ctr"), 2));
+    Steps.step("decr below zero", () -> c.decr(k("ctr"), 1000));
+    Steps.step("incr with initial", () -> c.incr(k("d"), 5, 100));
+    Steps.step("incr existing with initial", () -> c.incr(k("d"), 5, 100));
     c.set(k("w"), 0, "18446744073709551615");
-    step("incr wraps", () -> c.incr(k("w"), 2));
+    Steps.step("incr wraps", () -> c.incr(k("w"), 2));
 
     // touch and expiry
     c.set(k("t"), 0, "v");
-    step("touch", () -> c.touch(k("t"), 1));
-    step("touch miss", () -> c.touch(k("nope"), 1));
-    step("set expiring", () -> c.set(k("x"), 1, "v"));
-    step("get before expiry", () -> c.get(k("x")));
+    Steps.step("touch", () -> c.touch(k("t"), 1));
+    Steps.step("touch miss", () -> c.touch(k("nope"), 1));
+    Steps.step("set expiring", () -> c.set(k("x"), 1, "v"));
+    Steps.step("get before expiry", () -> c.get(k("x")));
     Thread.sleep(2100);
-    step("get after expiry", () -> c.get(k("x")));
-    step("get touched after expiry", () -> c.get(k("t")));
+    Steps.step("get after expiry", () -> c.get(k("x")));
+    Steps.step("get touched after expiry", () -> c.get(k("t")));
     if (binary) {
       c.set(k("gat"), 0, "gv");
-      step("get and touch", () -> c.getAndTouch(k("gat"), 100));
-      step("get and touch miss", () -> c.getAndTouch(k("nope"), 100));
+      Steps.step("get and touch", () -> c.getAndTouch(k("gat"), 100));
+      Steps.step("get and touch miss", () -> c.getAndTouch(k("nope"), 100));
     }
 
     // sizes and keys
     byte[] mb = new byte[1000000];
     new java.util.Random(3).nextBytes(mb);
-    step("set 1 MB", () -> c.set(k("big"), 0, mb));
-    step("get 1 MB", () -> Arrays.equals((byte[]) c.get(k("big")), mb));
+    Steps.step("set 1 MB", () -> c.set(k("big"), 0, mb));
+    Steps.step("get 1 MB", () -> Arrays.equals((byte[]) c.get(k("big")), mb));
     char[] kk = new char[250 - p.length()];
     Arrays.fill(kk, 'k');
     String longKey = k(new String(kk));
-    step("250-byte key", () -> c.set(longKey, 0, "v"));
-    step("get 250-byte key", () -> c.get(longKey));
-    step("251-byte key", () -> c.set(longKey + "k", 0, "v"));
+    Steps.step("250-byte key", () -> c.set(longKey, 0, "v"));
+    Steps.step("get 250-byte key", () -> c.get(longKey));
+    Steps.step("251-byte key", () -> c.set(longKey + "k", 0, "v"));
 
     // 50 threads: their own keys, verified, and one shared counter
     c.set(k("shared"), 0, "0");
@@ -196,11 +168,11 @@ public class Scenario {
     }
     for (Future<?> f : fs) f.get(120, TimeUnit.SECONDS);
     pool.shutdown();
-    step("concurrent", () -> "bad=" + bad.get() + " counter=" + c.get(k("shared")));
+    Steps.step("concurrent", () -> "bad=" + bad.get() + " counter=" + c.get(k("shared")));
 
     // last: xmemcached closes and reopens its connection after a server error
     byte[] over = new byte[1024 * 1024 + 1];
     new java.util.Random(7).nextBytes(over);  // incompressible: the transcoder sends it as it is
-    step("set over the limit", () -> c.set(k("big"), 0, over));
+    Steps.step("set over the limit", () -> c.set(k("big"), 0, over));
   }
 }

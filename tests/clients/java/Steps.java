@@ -1,0 +1,37 @@
+import java.io.Serializable;
+
+/**
+ * What the Java client scenarios (tests/clients/spymemcached, tests/clients/xmemcached) share:
+ * one line per step, "step<TAB>result", the result being what the client returned or the
+ * exception's class and message; and a serializable value for the transcoders.
+ */
+public final class Steps {
+  private Steps() {}
+
+  public interface Step { Object run() throws Exception; }
+
+  public static void step(String name, Step s) {
+    String r;
+    try {
+      r = show(s.run());
+    } catch (Exception e) {
+      Throwable t = e instanceof java.util.concurrent.ExecutionException && e.getCause() != null ? e.getCause() : e;
+      r = "exception " + t.getClass().getSimpleName() + ": " + t.getMessage();
+    }
+    System.out.println(name + "\t" + r);
+  }
+
+  static String show(Object o) {
+    if (o == null) return "null";
+    if (o instanceof byte[]) return "byte[" + ((byte[]) o).length + "]";
+    if (o instanceof String && ((String) o).length() > 64) return "String(" + ((String) o).length() + ")";
+    return o.getClass().getSimpleName() + ":" + o;
+  }
+
+  public static class Point implements Serializable {
+    private static final long serialVersionUID = 1L;
+    final int x, y;
+    public Point(int x, int y) { this.x = x; this.y = y; }
+    @Override public String toString() { return "Point(" + x + "," + y + ")"; }
+  }
+}
