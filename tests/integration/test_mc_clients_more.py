@@ -60,7 +60,7 @@ def gomemcache_scenario() -> Path:
     if _newer(out, src / "main.go", src / "go.mod", src / "go.sum"):
         return out
     BUILD.mkdir(exist_ok=True)
-    env = {**os.environ, "GOFLAGS": "-mod=mod"}
+    env = {**os.environ, "GOFLAGS": "-mod=readonly"}  # go.mod and go.sum are complete: never rewritten
     dl = subprocess.run([go, "mod", "download"], cwd=src, env=env, capture_output=True, text=True, timeout=600)
     if dl.returncode != 0:
         pytest.skip(f"gomemcache could not be downloaded (the Go module proxy): {dl.stderr[-500:]}")
