@@ -140,12 +140,13 @@ func main() {
 
 	// touch and expiry
 	c.Set(&memcache.Item{Key: k("t"), Value: []byte("v")})
-	step("touch", nil, c.Touch(k("t"), 1))
+	step("touch", nil, c.Touch(k("t"), 2))
 	step("touch miss", nil, c.Touch(k("nope"), 1))
-	step("set expiring", nil, c.Set(&memcache.Item{Key: k("e"), Value: []byte("v"), Expiration: 1}))
+	step("set expiring", nil, c.Set(&memcache.Item{Key: k("e"), Value: []byte("v"), Expiration: 2}))
 	it, err = c.Get(k("e"))
 	step("get before expiry", item(it), err)
-	time.Sleep(2100 * time.Millisecond)
+	// memcached's clock ticks once a second: a 2 s item lives 1 to 2 s, gone after 3.5 s
+	time.Sleep(3500 * time.Millisecond)
 	it, err = c.Get(k("e"))
 	step("get after expiry", item(it), err)
 	it, err = c.Get(k("t"))
