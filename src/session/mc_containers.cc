@@ -41,6 +41,7 @@ struct Last_read {
   std::mutex mu;
   std::string schema;
   std::shared_ptr<const std::vector<Mc_container>> list;  // null: none yet, or the table is gone
+  uint64_t read_at_ms = 0;                                 // when list was read
 };
 Last_read &last_read() {
   static Last_read l;
@@ -71,6 +72,29 @@ static std::string overlap_problem(const Mc_container &c) {
 
 Store_status Mc_containers::refresh(Store &store, const std::string &schema, uint64_t now_ms, uint64_t max_age_ms) {
   if (loaded_ && now_ms - loaded_at_ms_ < max_age_ms) return {};
+  {
+    /* Read by another connection within max_age_ms: as fresh as a read of our own. */
+    std::shared_ptr<const std::vector<Mc_container>> fresh;
+    uint64_t read_at = 0;
+    {
+      Last_read &l = last_read();
+      std::lock_guard<std::mutex> g(l.mu);
+      if (l.list && l.schema == schema && now_ms < l.read_at_ms + max_age_ms) {
+        fresh = l.list;
+        read_at = l.read_at_ms;
+      }
+    }
+    if (fresh) {
+      if (fresh != adopted_ || !loaded_) {
+        list_ = *fresh;
+        adopted_ = std::move(fresh);
+        ++generation_;
+      }
+      loaded_ = true;
+      loaded_at_ms_ = std::min(read_at, now_ms);
+      return {};
+    }
+  }
   Store_status st = reread(store, schema, now_ms);
   /* The table is gone (DROP TABLE, DROP DATABASE) or no longer has the columns or key the
      configuration is read by: every connection stops using what it read before, as a new
@@ -85,6 +109,7 @@ Store_status Mc_containers::refresh(Store &store, const std::string &schema, uin
   }
   if (loaded_ && gone) {
     list_.clear();
+    adopted_.reset();
     loaded_ = false;
     ++generation_;
     containers_idx_.reset();
@@ -102,6 +127,7 @@ Store_status Mc_containers::refresh(Store &store, const std::string &schema, uin
     }
     if (list) {
       list_ = *list;
+      adopted_ = std::move(list);
       ++generation_;
       loaded_ = true;
       loaded_at_ms_ = now_ms;
@@ -187,10 +213,12 @@ Store_status Mc_containers::reread(Store &store, const std::string &schema, uint
   loaded_ = true;
   loaded_at_ms_ = now_ms;
   auto shared = std::make_shared<const std::vector<Mc_container>>(list_);
+  adopted_ = shared;
   Last_read &l = last_read();
   std::lock_guard<std::mutex> g(l.mu);
   l.schema = schema;
   l.list = std::move(shared);
+  l.read_at_ms = now_ms;
   return {};
 }
 

@@ -5,6 +5,7 @@
 #define TABLESOCKET_SESSION_MC_CONTAINERS_H
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,9 +31,12 @@ struct Mc_container {
 
 class Mc_containers {
  public:
-  /* Re-reads the configuration if it is older than max_age_ms (or was never read). On failure the
-     status says why; the previous configuration stays in use while the table is only busy, and is
-     dropped (loaded() false) when the table, its primary key or a column is gone. */
+  /* Re-reads the configuration if it is older than max_age_ms (or was never read); a list another
+     connection read less than max_age_ms ago is taken instead, so the table is read about once a
+     second per server, not per connection. On failure the status says why; the previous
+     configuration stays in use while the table is only busy (a connection that has none takes the
+     one last read), and is dropped (loaded() false) when the table, its primary key or a column is
+     gone. */
   Store_status refresh(Store &store, const std::string &schema, uint64_t now_ms, uint64_t max_age_ms = 1000);
   /* nullptr when no container has that name. */
   const Mc_container *find(std::string_view name) const;
@@ -46,6 +50,9 @@ class Mc_containers {
  private:
   Store_status reread(Store &store, const std::string &schema, uint64_t now_ms);
   std::vector<Mc_container> list_;
+  /* The list another connection read and published, when list_ is a copy of it: taken again only
+     when it changes. */
+  std::shared_ptr<const std::vector<Mc_container>> adopted_;
   bool loaded_ = false;
   uint64_t loaded_at_ms_ = 0;
   uint64_t generation_ = 0;
