@@ -33,10 +33,10 @@ std::vector<std::string> split_columns(std::string_view s) {
   return out;
 }
 
-/* The configuration connections last read, for a connection that cannot read it itself while the
-   table is busy (LOCK TABLES ... WRITE, a DDL running on it): it is served with what the others
-   use rather than waiting for the lock. Replaced when a connection re-reads the table (at most
-   once a second each), looked at only when a read fails: never on a request's path. */
+/* The configuration a connection last read: the other connections take it while it is fresh
+   rather than read the table themselves, and a connection that cannot read it (the table is busy:
+   LOCK TABLES ... WRITE, a DDL running on it) is served with it rather than waiting for the lock.
+   Looked at when a connection's list is max_age_ms old (once a second each), never per request. */
 struct Last_read {
   std::mutex mu;
   std::string schema;
@@ -46,6 +46,17 @@ struct Last_read {
 Last_read &last_read() {
   static Last_read l;
   return l;
+}
+
+/* The list last read from schema's table (null if none), and when in *read_at_ms; fresh_for_ms:
+   only one read less than that before now_ms (0: of any age). */
+std::shared_ptr<const std::vector<Mc_container>> last_list(const std::string &schema, uint64_t now_ms,
+                                                           uint64_t fresh_for_ms, uint64_t *read_at_ms) {
+  Last_read &l = last_read();
+  std::lock_guard<std::mutex> g(l.mu);
+  if (!l.list || l.schema != schema || (fresh_for_ms && now_ms >= l.read_at_ms + fresh_for_ms)) return nullptr;
+  *read_at_ms = l.read_at_ms;
+  return l.list;
 }
 
 }  // namespace
@@ -72,28 +83,11 @@ static std::string overlap_problem(const Mc_container &c) {
 
 Store_status Mc_containers::refresh(Store &store, const std::string &schema, uint64_t now_ms, uint64_t max_age_ms) {
   if (loaded_ && now_ms - loaded_at_ms_ < max_age_ms) return {};
-  {
-    /* Read by another connection within max_age_ms: as fresh as a read of our own. */
-    std::shared_ptr<const std::vector<Mc_container>> fresh;
-    uint64_t read_at = 0;
-    {
-      Last_read &l = last_read();
-      std::lock_guard<std::mutex> g(l.mu);
-      if (l.list && l.schema == schema && now_ms < l.read_at_ms + max_age_ms) {
-        fresh = l.list;
-        read_at = l.read_at_ms;
-      }
-    }
-    if (fresh) {
-      if (fresh != adopted_ || !loaded_) {
-        list_ = *fresh;
-        adopted_ = std::move(fresh);
-        ++generation_;
-      }
-      loaded_ = true;
-      loaded_at_ms_ = std::min(read_at, now_ms);
-      return {};
-    }
+  uint64_t read_at = 0;
+  /* Read by another connection within max_age_ms: as fresh as a read of our own. */
+  if (auto fresh = last_list(schema, now_ms, max_age_ms, &read_at)) {
+    adopt(std::move(fresh), std::min(read_at, now_ms));
+    return {};
   }
   Store_status st = reread(store, schema, now_ms);
   /* The table is gone (DROP TABLE, DROP DATABASE) or no longer has the columns or key the
@@ -118,23 +112,24 @@ Store_status Mc_containers::refresh(Store &store, const std::string &schema, uin
   const bool busy = st.errc == Store_errc::table_busy || st.errc == Store_errc::row_locked ||
                     st.errc == Store_errc::lock_queued;
   if (!loaded_ && busy) {
-    /* A connection that has read nothing yet takes what the others read before the lock. */
-    Last_read &l = last_read();
-    std::shared_ptr<const std::vector<Mc_container>> list;
-    {
-      std::lock_guard<std::mutex> g(l.mu);
-      if (l.schema == schema) list = l.list;
-    }
-    if (list) {
-      list_ = *list;
-      adopted_ = std::move(list);
-      ++generation_;
-      loaded_ = true;
-      loaded_at_ms_ = now_ms;
+    /* A connection that has read nothing yet takes what the others read before the lock (and
+       tries the table again in max_age_ms). */
+    if (auto list = last_list(schema, now_ms, 0, &read_at)) {
+      adopt(std::move(list), now_ms);
       return {};
     }
   }
   return st;
+}
+
+void Mc_containers::adopt(std::shared_ptr<const std::vector<Mc_container>> list, uint64_t loaded_at_ms) {
+  if (list != adopted_ || !loaded_) {
+    list_ = *list;
+    adopted_ = std::move(list);
+    ++generation_;
+  }
+  loaded_ = true;
+  loaded_at_ms_ = loaded_at_ms;
 }
 
 Store_status Mc_containers::reread(Store &store, const std::string &schema, uint64_t now_ms) {

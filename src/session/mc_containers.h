@@ -49,6 +49,9 @@ class Mc_containers {
 
  private:
   Store_status reread(Store &store, const std::string &schema, uint64_t now_ms);
+  /* list_ becomes a copy of another connection's list (unless it is one already), as if read at
+     loaded_at_ms. */
+  void adopt(std::shared_ptr<const std::vector<Mc_container>> list, uint64_t loaded_at_ms);
   std::vector<Mc_container> list_;
   /* The list another connection read and published, when list_ is a copy of it: taken again only
      when it changes. */
