@@ -457,14 +457,15 @@ Store_status Mc_session::range(Open_container &oc, std::string_view spec, std::v
     if (b[i].op == Compare_op::gt || b[i].op == Compare_op::ge) lower = &b[i];
     else upper = &b[i];
   }
-  Datum start{lower ? lower->key.data() : "", lower ? lower->key.size() : 0};
-  if (!start.ptr) start.ptr = "";
+  Index_cursor at;  // no lower bound: from the index's first row
+  if (lower) {
+    at.from_first = false;
+    at.inclusive = lower->op == Compare_op::ge;
+    at.key.assign(lower->key);
+  }
+  Datum start;
   Find_request fr;
   fr.counts_rows = false;
-  fr.op = lower && lower->op == Compare_op::gt ? Find_op::gt : Find_op::ge;
-  fr.keys = &start;
-  fr.nkeys = lower ? 1 : 0;  // no lower bound: from the index's first row
-  fr.limit = cfg_.mc_max_range_rows;
   Filter stop;
   if (upper) {
     stop.type = Filter_type::stop;
@@ -479,10 +480,10 @@ Store_status Mc_session::range(Open_container &oc, std::string_view spec, std::v
      rows costs a bounded amount of work. */
   constexpr int kMaxPages = 16;
   const size_t first_item = items.size(), nc = row_cells(oc.def.layout);
-  std::string last_key;
   for (int page = 0; page < kMaxPages; ++page) {
     const size_t have = items.size() - first_item;
     if (have >= cfg_.mc_max_range_rows) break;
+    at.aim(fr, start);
     fr.limit = uint32_t(cfg_.mc_max_range_rows - have);
     capture_.clear();
     Store_status st = store_.find(oc.idx, fr, capture_);
@@ -500,10 +501,7 @@ Store_status Mc_session::range(Open_container &oc, std::string_view spec, std::v
                 items.end());
     const size_t rows = capture_.ncells() / nc;
     if (rows < fr.limit || rows == 0) break;  // the range has no more rows
-    last_key.assign(capture_.cell((rows - 1) * nc));
-    start = capture_.is_null((rows - 1) * nc) ? Datum{} : Datum{last_key.data(), last_key.size()};
-    fr.op = Find_op::gt;
-    fr.nkeys = 1;
+    at.move_past(capture_, (rows - 1) * nc);
   }
   return {};
 }
@@ -1212,7 +1210,7 @@ Mc_session::Exec Mc_session::exec_stats(const Mc_request &rq, Byte_buffer &out) 
 }
 
 /* memcached's key encoding in a metadump line: every byte but [A-Za-z0-9-._~] as %XX. */
-static void append_uri_encoded(std::string &o, std::string_view key) {
+static void append_uri_encoded(Byte_buffer &o, std::string_view key) {
   static const char kHex[] = "0123456789ABCDEF";
   for (unsigned char c : key) {
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
@@ -1236,8 +1234,8 @@ static void append_uri_encoded(std::string &o, std::string_view key) {
    may not be listed, as with memcached's crawler. */
 Mc_session::Exec Mc_session::exec_metadump(const Mc_request &rq, Byte_buffer &out) {
   auto finish = [&](Exec e) {
-    dumping_ = dump_after_null_ = false;
-    dump_after_.clear();
+    dumping_ = false;
+    dump_at_ = Index_cursor();
     return e;
   };
   if (answers_discarded) return finish(Exec::done);  // nobody to answer
@@ -1254,8 +1252,7 @@ Mc_session::Exec Mc_session::exec_metadump(const Mc_request &rq, Byte_buffer &ou
   }
   if (!dumping_) {
     dumping_ = true;
-    dump_at_start_ = true;
-    dump_after_.clear();
+    dump_at_ = Index_cursor();  // from the index's first row
     dump_rows_ = 16;
   }
   const Kv_layout &l = oc->def.layout;
@@ -1263,14 +1260,11 @@ Mc_session::Exec Mc_session::exec_metadump(const Mc_request &rq, Byte_buffer &ou
   const size_t part_limit = std::min<size_t>(cfg_.output_high_water, cfg_.max_output_buffer / 2);
   constexpr size_t kPageBytes = 1 << 20, kMaxPageRows = 256;  // bounds what a page captures
   const uint64_t now = uint64_t(time(nullptr));
-  std::string line;
   for (;;) {
-    Datum start = dump_after_null_ ? Datum{} : Datum{dump_after_.data(), dump_after_.size()};
+    Datum start;
     Find_request fr;
     fr.counts_rows = false;
-    fr.op = dump_at_start_ ? Find_op::ge : Find_op::gt;
-    fr.keys = &start;
-    fr.nkeys = dump_at_start_ ? 0 : 1;  // the first page: from the index's first row
+    dump_at_.aim(fr, start);
     fr.limit = uint32_t(dump_rows_);
     capture_.clear();
     st = store_.find(oc->idx, fr, capture_);
@@ -1284,20 +1278,24 @@ Mc_session::Exec Mc_session::exec_metadump(const Mc_request &rq, Byte_buffer &ou
     clear_items();
     decode_items(l, capture_, items_);
     for (Item &it : items_) {
-      line.assign("key=");
-      append_uri_encoded(line, it.key);
-      line += " exp=" + (it.expiry > 0 ? std::to_string(it.expiry) : std::string("-1"));
-      line += " la=" + std::to_string(now);
-      line += " cas=" + std::to_string(cas_of(it));
+      out.append("key=");
+      append_uri_encoded(out, it.key);
+      out.append(" exp=");
+      if (it.expiry > 0)
+        out.append_uint(uint64_t(it.expiry));
+      else
+        out.append("-1");
+      out.append(" la=");
+      out.append_uint(now);
+      out.append(" cas=");
+      out.append_uint(cas_of(it));
       /* memcached's ITEM_ntotal: the 48-byte header, key and NUL, value and CRLF, cas, flags. */
-      const size_t size = 48 + it.key.size() + 1 + it.value.size() + 2 + 8 + (it.flags ? 4 : 0);
-      line += " fetch=no cls=1 size=" + std::to_string(size) + "\n";
-      out.append(line.data(), line.size());
+      out.append(" fetch=no cls=1 size=");
+      out.append_uint(48 + it.key.size() + 1 + it.value.size() + 2 + 8 + (it.flags ? 4 : 0));
+      out.push_back('\n');
     }
     if (rows < fr.limit || rows == 0) break;  // the table has no more rows
-    dump_after_.assign(capture_.cell((rows - 1) * nc));
-    dump_after_null_ = capture_.is_null((rows - 1) * nc);  // after a NULL key: after every NULL
-    dump_at_start_ = false;
+    dump_at_.move_past(capture_, (rows - 1) * nc);
     /* The next page: about kPageBytes of rows of this page's size. */
     const size_t per_row = std::max<size_t>(capture_.size_bytes() / rows, 1);
     dump_rows_ = std::clamp<size_t>(kPageBytes / per_row, 1, kMaxPageRows);

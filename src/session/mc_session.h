@@ -141,6 +141,26 @@ class Mc_session final : public Session {
   Store_status lookup(Open_container &oc, const std::string_view *keys, size_t n, std::vector<Item> &items,
                       bool counts_expired = true);
   Store_status range(Open_container &oc, std::string_view spec, std::vector<Item> &items);
+  /* Where a walk of a container's index in pages (a range, a dump) goes on: its first row, a
+     bound (inclusive or not), or past the last row of the page before, by its key (NULL: past
+     every NULL, where a number column would read '' as 0 and skip the negative keys). */
+  struct Index_cursor {
+    bool from_first = true, inclusive = false, null = false;
+    std::string key;
+    /* Points fr at the next page's first row; start backs its key while fr is used. */
+    void aim(Find_request &fr, Datum &start) const {
+      start = null ? Datum{} : Datum{key.data(), key.size()};
+      fr.op = from_first || inclusive ? Find_op::ge : Find_op::gt;
+      fr.keys = &start;
+      fr.nkeys = from_first ? 0 : 1;
+    }
+    /* The next page starts past the row whose key is cell `cell` of rows. */
+    void move_past(const Captured_rows &rows, size_t cell) {
+      key.assign(rows.cell(cell));
+      null = rows.is_null(cell);
+      from_first = inclusive = false;
+    }
+  };
   /* counted: the outcome counts in memcached's per-command figures (not for an internal write). */
   Store_status write(Open_container &oc, Kv_request &kr, Kv_result *res, bool counted = true);
   /* Sets the expiry of key's row (gat/gats, and T<ttl> of mg, ma, md I). */
@@ -221,11 +241,9 @@ class Mc_session final : public Session {
      halfway runs again, and does not touch (write and commit) the ones before it again. */
   std::unordered_set<std::string> gat_touched_;
   size_t get_resume_ = 0;  // exec_get: the key a get answered in parts goes on from (0: none pending)
-  /* exec_metadump: a dump answered in parts goes on after dump_after_ (the last row key listed
-     or skipped; dump_after_null_: it was NULL) or, dump_at_start_, from the index's first row;
-     dump_rows_ sizes its next page. */
-  bool dumping_ = false, dump_at_start_ = false, dump_after_null_ = false;
-  std::string dump_after_;
+  /* exec_metadump: a dump answered in parts goes on from dump_at_; dump_rows_ sizes its next page. */
+  bool dumping_ = false;
+  Index_cursor dump_at_;
   size_t dump_rows_ = 0;
   std::string config_error_;  // backs Store_status::message for configuration errors
 };
