@@ -1,4 +1,10 @@
 import java.io.Serializable;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 
 /**
  * What the Java client scenarios (tests/clients/spymemcached, tests/clients/xmemcached) share:
@@ -26,6 +32,30 @@ public final class Steps {
     if (o instanceof byte[]) return "byte[" + ((byte[]) o).length + "]";
     if (o instanceof String && ((String) o).length() > 64) return "String(" + ((String) o).length() + ")";
     return o.getClass().getSimpleName() + ":" + o;
+  }
+
+  public interface Round { int run(int thread, int round) throws Exception; }
+
+  /** Runs round(t, r) for r in 0..rounds-1 on each of `threads` threads at once; the sum of what
+   *  the rounds return (their failures). */
+  public static int concurrently(int threads, int rounds, Round round) throws Exception {
+    ExecutorService pool = Executors.newFixedThreadPool(threads);
+    try {
+      List<Future<Integer>> fs = new ArrayList<>();
+      for (int t = 0; t < threads; t++) {
+        final int id = t;
+        fs.add(pool.submit(() -> {
+          int bad = 0;
+          for (int r = 0; r < rounds; r++) bad += round.run(id, r);
+          return bad;
+        }));
+      }
+      int bad = 0;
+      for (Future<Integer> f : fs) bad += f.get(120, TimeUnit.SECONDS);
+      return bad;
+    } finally {
+      pool.shutdown();
+    }
   }
 
   public static class Point implements Serializable {

@@ -2,12 +2,6 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.Callable;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 
 import net.rubyeye.xmemcached.GetsResponse;
 import net.rubyeye.xmemcached.MemcachedClient;
@@ -151,24 +145,15 @@ public class Scenario {
 
     // 50 threads: their own keys, verified, and one shared counter
     c.set(k("shared"), 0, "0");
-    AtomicInteger bad = new AtomicInteger();
-    ExecutorService pool = Executors.newFixedThreadPool(50);
-    List<Future<?>> fs = new ArrayList<>();
-    for (int t = 0; t < 50; t++) {
-      final int id = t;
-      fs.add(pool.submit((Callable<Void>) () -> {
-        for (int r = 0; r < 20; r++) {
-          String mine = k("t" + id), want = id + "-" + r;
-          if (!c.set(mine, 0, want)) bad.incrementAndGet();
-          if (!want.equals(c.get(mine))) bad.incrementAndGet();
-          if (c.incr(k("shared"), 1) < 1) bad.incrementAndGet();
-        }
-        return null;
-      }));
-    }
-    for (Future<?> f : fs) f.get(120, TimeUnit.SECONDS);
-    pool.shutdown();
-    Steps.step("concurrent", () -> "bad=" + bad.get() + " counter=" + c.get(k("shared")));
+    int bad = Steps.concurrently(50, 20, (id, r) -> {
+      String mine = k("t" + id), want = id + "-" + r;
+      int failed = 0;
+      if (!c.set(mine, 0, want)) failed++;
+      if (!want.equals(c.get(mine))) failed++;
+      if (c.incr(k("shared"), 1) < 1) failed++;
+      return failed;
+    });
+    Steps.step("concurrent", () -> "bad=" + bad + " counter=" + c.get(k("shared")));
 
     // last: xmemcached closes and reopens its connection after a server error
     byte[] over = new byte[1024 * 1024 + 1];
