@@ -30,6 +30,23 @@ def test_a_listener_that_cannot_bind_fails_init_cleanly_and_the_server_keeps_ser
         srv.stop()
 
 
+def test_with_force_a_plugin_that_cannot_start_stops_the_server_from_starting():
+    """--tablesocket=FORCE (README): where the NoSQL ports matter more than SQL coming up alone,
+    mariadbd refuses to start instead of running without the plugin."""
+    srv = ts_harness.make_server("forcebind", ["--tablesocket-address=192.0.2.1", "--tablesocket=FORCE"],
+                                 start_timeout=10)
+    try:
+        with pytest.raises(ServerError):
+            srv.start()
+        assert not srv.running(), "mariadbd must not run without a FORCE plugin"
+        log = srv.log_path.read_text(errors="replace")
+        assert "tablesocket: not started: cannot bind hs listener to 192.0.2.1" in log
+        assert "registration as a DAEMON failed" in log and "Aborting" in log
+        assert "got signal" not in log and "Assertion" not in log
+    finally:
+        srv.stop()
+
+
 def test_equal_listener_ports_are_refused_with_a_clear_message():
     hs, hs_wr, sql = free_ports(3)
     srv = ts_harness.make_server("sameport", [f"--tablesocket-hs-port-wr={hs}"], hs_port=hs, hs_port_wr=hs_wr,
