@@ -43,6 +43,8 @@ class Mc_containers {
   /* The container named 'default', else the first by name (as MySQL's plugin chose), or nullptr. */
   const Mc_container *default_container() const;
   bool loaded() const { return loaded_; }
+  /* Every container, in name order. */
+  const std::vector<Mc_container> &list() const { return list_; }
   /* Changes whenever the list is re-read: pointers from find() and default_container() stay valid
      while it does not. */
   uint64_t generation() const { return generation_; }

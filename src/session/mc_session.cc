@@ -1137,6 +1137,27 @@ Store_status Mc_session::flush_container(int64_t expire_at, bool *needs_expiry) 
   return st;
 }
 
+Table_size Mc_session::container_tables_size() {
+  Table_size sum;
+  Store_status st = containers_.refresh(store_, cfg_.mc_config_schema, coarse_monotonic_ms());
+  if (!containers_.loaded()) return sum;
+  std::vector<std::pair<std::string_view, std::string_view>> seen;
+  for (const Mc_container &c : containers_.list()) {
+    const std::pair<std::string_view, std::string_view> table{c.db, c.table};
+    if (std::find(seen.begin(), seen.end(), table) != seen.end()) continue;
+    if (seen.size() == kMaxSizedTables) break;
+    seen.push_back(table);
+    /* A table that is missing, being altered or not readable by this account is left out: stats
+       answers at once, and tells nothing about tables the client may not read. */
+    Open_container *oc = open_container(c, &st);
+    Table_size ts;
+    if (!oc || !store_.table_size(oc->idx, &ts).ok()) continue;
+    sum.rows += ts.rows;
+    sum.bytes += ts.bytes;
+  }
+  return sum;
+}
+
 Mc_session::Stats_kind Mc_session::collect_stats(std::string_view arg, std::vector<Stat> *stats) {
   auto add = [&](const char *name, std::string value) { stats->push_back(Stat{name, std::move(value)}); };
   Counters sum;
@@ -1170,6 +1191,9 @@ Mc_session::Stats_kind Mc_session::collect_stats(std::string_view arg, std::vect
     add("accepting_conns", live < int64_t(cfg_.max_connections) ? "1" : "0");
     for (size_t i = 0; i < kNumMcFigures; ++i)
       add(kMcFigures[i].name, std::to_string(Mc_stats_zero::instance().since_reset(sum, i)));
+    const Table_size size = container_tables_size();
+    add("curr_items", std::to_string(size.rows));
+    add("bytes", std::to_string(size.bytes));
     add("evictions", "0");  // rows stay until deleted or flushed: nothing is ever evicted
     add("engine", "tablesocket");  // one token: stats parsers split lines on spaces
     return Stats_kind::listed;

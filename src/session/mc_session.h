@@ -191,6 +191,10 @@ class Mc_session final : public Session {
   /* listed: the figures, then END; reset / done: "RESET" / "OK" (binary: the end packet only). */
   enum class Stats_kind : uint8_t { listed, reset, done, unknown };
   Stats_kind collect_stats(std::string_view arg, std::vector<Stat> *stats);
+  /* stats' curr_items and bytes: the row counts and data sizes of the configured containers'
+     tables this connection may read, each table once (at most kMaxSizedTables of them). */
+  static constexpr size_t kMaxSizedTables = 256;
+  Table_size container_tables_size();
 
   /* ---- the binary protocol (mc_binary_session.cc) ---- */
   Session_outcome run_binary(Byte_buffer &in, Byte_buffer &out, unsigned max_requests);

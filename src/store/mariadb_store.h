@@ -198,6 +198,7 @@ class Mariadb_store final : public Store {
   Store_status login(const Peer &peer, const Login_request &req, std::unique_ptr<Principal> *out) override;
   Store_status open_index(const Index_spec &spec, Open_index &out) override;
   Store_status find(Open_index &idx, const Find_request &req, Row_sink &sink) override;
+  Store_status table_size(Open_index &idx, Table_size *out) override;
   Store_status insert(Open_index &idx, const Datum *values, uint32_t n, bool upsert,
                       Insert_result *result) override;
   Store_status modify(Open_index &idx, const Find_request &req, const Modify_request &mod,

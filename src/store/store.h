@@ -236,6 +236,11 @@ struct Kv_result {
 
 /* Where rows go. The store calls begin(), then ncols values per row, then end(); or cancel() on
    failure after begin(). would_overflow() is checked after each row. */
+struct Table_size {
+  uint64_t rows = 0;
+  uint64_t bytes = 0;  // the data's size (InnoDB: its clustered index's pages)
+};
+
 class Row_sink {
  public:
   virtual ~Row_sink() = default;
@@ -271,6 +276,10 @@ class Store {
      upsert, a duplicate on a unique key updates that row's given columns instead. */
   virtual Store_status insert(Open_index &idx, const Datum *values, uint32_t n, bool upsert,
                               Insert_result *result) = 0;
+  /* The table's row count and data size as its engine keeps them, without reading a row (SHOW
+     TABLE STATUS's Rows and Data_length: exact for MyISAM, Aria and MEMORY; for InnoDB its running
+     count, exact for a small table and an estimate for a large one). Needs the SELECT privilege. */
+  virtual Store_status table_size(Open_index &idx, Table_size *out) = 0;
   /* Finds rows like find() and updates, increments, decrements or deletes them. With
      mod.returns_rows the pre-image rows go to sink, otherwise *modified counts the rows. */
   virtual Store_status modify(Open_index &idx, const Find_request &req, const Modify_request &mod,

@@ -1611,6 +1611,68 @@ def test_stats_count_bytes_too_large_items_and_cpu(mc, key):
         assert re.fullmatch(rb"\d+\.\d{6}", st[name]), st
 
 
+def test_stats_curr_items_follows_stores_and_deletes(mc, key):
+    """curr_items (what memcached_exporter graphs as memcached_current_items) grows by one per new
+    item and shrinks by one per deleted item; bytes is listed as a number. On tablesocket both come
+    from the containers' tables' own row counts (a background statistics recount of a large table
+    can move them meanwhile: the measurement is taken again, with new keys, before failing)."""
+    c = mc()
+
+    def stats():
+        c.send("stats\r\n")
+        st = dict(re.findall(rb"STAT (\S+) (\S+)\r\n", c.recv_until()))
+        assert st[b"bytes"].isdigit(), st
+        return int(st[b"curr_items"])
+    deltas = []
+    for _ in range(3):
+        a, b, d = key("a"), key("b"), key("d")
+        s0 = stats()
+        for k in (a, b, d):
+            c.set(k, b"v")
+        c.set(a, b"again")  # replaces: no new item
+        s1 = stats()
+        c.request(f"delete {d}\r\n", b"DELETED\r\n")
+        c.request(f"delete {d}\r\n", b"NOT_FOUND\r\n")
+        s2 = stats()
+        deltas.append((s1 - s0, s2 - s0))
+        if deltas[-1] == (3, 2):
+            break
+    assert deltas[-1] == (3, 2), deltas
+
+
+@pytest.mark.tablesocket_only("tables' row counts")
+def test_stats_curr_items_and_bytes_are_the_container_tables_counts(ts, tsmc, containers, make_table, key):
+    """curr_items and bytes sum every configured container's table, each table once, as SHOW TABLE
+    STATUS (information_schema.TABLES) gives their Rows and Data_length."""
+    t = make_table("k VARCHAR(64) PRIMARY KEY, v VARCHAR(64)")
+    ts.exec_sql(f"INSERT INTO {t} SELECT CONCAT('r', seq), 'v' FROM seq_1_to_37")
+    containers("items_count_1", t, "k", "v")
+    containers("items_count_2", t, "k", "v")  # the same table again: counted once
+    c = tsmc()
+    wait_for_container(c, "items_count_1")
+    wait_for_container(c, "items_count_2")
+    tables = "SELECT DISTINCT db_schema, db_table FROM innodb_memcache.containers"
+
+    def both():
+        c.send("stats\r\n")
+        st = dict(re.findall(rb"STAT (\S+) (\S+)\r\n", c.recv_until()))
+        sql = ts.sql(f"SELECT COALESCE(SUM(t.TABLE_ROWS), 0), COALESCE(SUM(t.DATA_LENGTH), 0) FROM "
+                     f"information_schema.TABLES t JOIN ({tables}) c "
+                     f"ON t.TABLE_SCHEMA = c.db_schema AND t.TABLE_NAME = c.db_table", db=None)[0]
+        return (int(st[b"curr_items"]), int(st[b"bytes"])), (int(sql[0]), int(sql[1]))
+    for _ in range(3):  # a statistics recount between the two reads moves one of them
+        got, want = both()
+        if got == want:
+            break
+    assert got == want
+    assert ts.sql(f"SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'test' "
+                  f"AND TABLE_NAME = '{t}'", db=None) == [("37",)]
+    before = got[0]
+    ts.exec_sql(f"DELETE FROM {t} WHERE k LIKE 'r1%'")  # r1, r10..r19: 11 rows, through SQL
+    got, _ = both()
+    assert got[0] == before - 11
+
+
 # --------------------------------------------------------------------------------------------------
 # expiry
 

@@ -670,6 +670,19 @@ class TestMemcachedAuth:
         assert (op, status) == (0x01, 0x20) and msg.startswith(b"INSERT command denied to user 'mcro'"), msg
         assert mcsrv.sql("SELECT v FROM test.kv WHERE k='hello'") == [("world",)]
 
+    def test_stats_counts_only_the_tables_the_account_may_read(self, mcsrv):
+        """curr_items sums the containers' tables the account can read: test.kv for mcuser, not
+        test.demo_test (container aaa), whose rows it may not see."""
+        mcsrv.exec_sql("INSERT IGNORE INTO test.demo_test (c1, c2) SELECT CONCAT('d', seq), 'x' FROM seq_1_to_50")
+        c = McConn(unix_path=mcsrv.mc_unix)
+        c.send("set a 0 0 11\r\nmcuser mcpw\r\n")
+        c.expect(b"STORED\r\n")
+        c.send("stats\r\n")
+        st = dict(re.findall(rb"STAT (\S+) (\S+)\r\n", c.recv_until()))
+        kv = int(mcsrv.sql("SELECT COUNT(*) FROM test.kv")[0][0])
+        assert int(mcsrv.sql("SELECT COUNT(*) FROM test.demo_test")[0][0]) >= 50
+        assert int(st[b"curr_items"]) == kv, (st[b"curr_items"], kv)
+
     def test_container_needs_privileges_on_its_table(self, mcsrv):
         c = McConn(unix_path=mcsrv.mc_unix)
         c.send("set a 0 0 11\r\nmcuser mcpw\r\n")
