@@ -1098,9 +1098,12 @@ void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_
     if (v.is_null() && f->real_maybe_null()) {
       f->set_null();
     } else if (v.is_null()) {
-      /* NULL on a NOT NULL key part can match nothing but the empty value (HandlerSocket's
-         behaviour); storing it also overwrites what an earlier request left in the record. */
+      /* NULL on a NOT NULL key part: no row holds it, so an exact match (=, an IN value, L, a
+         merge's group) finds nothing, as SQL's `WHERE c = NULL` (HandlerSocket matched the empty
+         value, 0 or '', and its D deleted those rows). A range starts from the empty value, as
+         HandlerSocket's did. Storing it also overwrites what an earlier request left in the record. */
       f->store("", 0, client_cs_);
+      loss = Key_loss::unrepresentable;
     } else {
       f->set_notnull();
       const ulong before = da->warn_count();

@@ -213,6 +213,7 @@ class TestFind:
         assert c.request("2\t=\t2\ty\t\x00\t10\t0\n") == rows(4)
         assert c.request("2\t>\t1\t\x00\t10\t0\n") == rows(5, 1, 2, 4, 3)
 
+    @pytest.mark.handlersocket_only("tablesocket: NULL on a NOT NULL key column matches no row")
     def test_null_key_on_not_null_column_is_empty_string(self, hs, make_table):
         t = make_table("k varchar(10) not null primary key, v varchar(10)",
                        [("", "E"), ("a", "A"), ("b", None)])
@@ -222,6 +223,7 @@ class TestFind:
         assert conn.request(b"1\t=\t1\t\n") == b"0\t2\t\tE\n"
         assert conn.request(b"1\t>\t1\t\x00\t10\t0\n") == b"0\t2\ta\tA\tb\t\x00\n"
 
+    @pytest.mark.handlersocket_only("tablesocket: NULL on a NOT NULL key column matches no row")
     def test_null_key_on_not_null_column_does_not_reuse_the_previous_key(self, hs, make_table):
         t = make_table("k int not null primary key, v varchar(5)", [(0, "zero"), (3, "three"), (5, "five")])
         s = make_table("k varchar(5) not null primary key, v varchar(5)", [("", "E"), ("b", "B")])
@@ -237,6 +239,30 @@ class TestFind:
         # ... and '' on a NOT NULL string key.
         assert conn.request(b"2\t=\t1\tb\n") == b"0\t2\tb\tB\n"
         assert conn.request(b"2\t=\t1\t\x00\n") == b"0\t2\t\tE\n"
+
+    @pytest.mark.tablesocket_only("NULL on a NOT NULL key column matches no row (HandlerSocket: the empty value)")
+    def test_null_key_on_not_null_column_matches_no_row_ts(self, hs, make_table):
+        """As SQL's `WHERE k = NULL`: no row of a NOT NULL column holds NULL, so an exact match
+        (=, an IN value, L) finds none, whatever was looked up before; a range starts from the
+        empty value (0, ''), as HandlerSocket's does."""
+        t = make_table("k int not null primary key, v varchar(5)", [(-2, "neg"), (0, "zero"), (3, "three")])
+        s = make_table("k varchar(5) not null primary key, v varchar(5)", [("", "E"), ("b", "B")])
+        m = make_table("a int not null, b int not null, v varchar(5), primary key (a, b)",
+                       [(1, 0, "p"), (1, 1, "q"), (2, 0, "r")])
+        conn = hs()
+        assert conn.request(f"P\t1\ttest\t{t}\tPRIMARY\tk,v\n") == b"0\t1\n"
+        assert conn.request(f"P\t2\ttest\t{s}\tPRIMARY\tk,v\n") == b"0\t1\n"
+        assert conn.request(f"P\t3\ttest\t{m}\tPRIMARY\ta,b,v\n") == b"0\t1\n"
+        assert conn.request(b"1\t=\t1\t0\n") == b"0\t2\t0\tzero\n"
+        assert conn.request(b"1\t=\t1\t\x00\n") == b"0\t2\n"
+        assert conn.request(b"1\t=\t1\t3\t10\t0\t@\t0\t3\t\x00\t-2\t\x00\n") == b"0\t2\t-2\tneg\n"
+        assert conn.request(b"1\t>=\t1\t\x00\t10\t0\n") == b"0\t2\t0\tzero\t3\tthree\n"
+        assert conn.request(b"2\t=\t1\t\x00\n") == b"0\t2\n"
+        assert conn.request(b"2\t=\t1\t\n") == b"0\t2\t\tE\n"
+        assert conn.request(b"3\t=\t2\t1\t\x00\t10\t0\n") == b"0\t3\n"
+        assert conn.request(b"3\t=\t2\t\x00\t0\t10\t0\n") == b"0\t3\n"
+        assert conn.request(b"3\tL\t1\t\x00\t10\t0\n") == b"0\t3\n"
+        assert conn.request(b"3\tL\t1\t1\t10\t0\n") == b"0\t3\t1\t1\tq\t1\t0\tp\n"
 
     def test_numeric_key_conversion(self, c):
         # Keys are stored into the key column with MariaDB's string->number conversion.

@@ -426,6 +426,24 @@ class TestFindModify:
         assert fw.request("2\t=\t1\t1\t1\t0\tU\tv1\n") == b"0\t1\t1\n"
         assert dump(server, fm) == fm_rows(r2=(20, "v1", 2), r3=(30, "v1", 3))
 
+    @pytest.mark.tablesocket_only("HandlerSocket matches the empty value (0, '') and changes those rows")
+    def test_null_key_on_a_not_null_column_changes_no_row(self, server, hs, make_table):
+        """D, U and + by a NULL key on a NOT NULL column change nothing, as SQL's
+        `DELETE ... WHERE n = NULL`: no row holds NULL there. (HandlerSocket deleted the rows
+        holding 0.) On a nullable column NULL finds the NULL rows."""
+        t = make_table("id int primary key, n int not null, s varchar(5) not null, g int null, "
+                       "key kn(n), key ks(s), key kg(g)",
+                       [(1, 0, "", None), (2, 1, "a", 0), (3, 0, "", None), (4, 2, "b", 5)])
+        c = hs(wr=True)
+        for i, index, cols in ((1, "kn", "id,n"), (2, "ks", "id,n"), (3, "kg", "n")):
+            assert c.request(f"P\t{i}\ttest\t{t}\t{index}\t{cols}\n") == b"0\t1\n"
+        assert c.request(b"1\t=\t1\t\x00\t10\t0\tD\n") == b"0\t1\t0\n"
+        assert c.request(b"2\t=\t1\t\x00\t10\t0\tU\t9\t9\n") == b"0\t1\t0\n"
+        assert c.request(b"1\t=\t1\t0\t10\t0\t@\t0\t2\t\x00\t7\tD\n") == b"0\t1\t0\n"
+        assert server.sql(f"SELECT id, n FROM test.{t} ORDER BY id") == [("1", "0"), ("2", "1"), ("3", "0"), ("4", "2")]
+        assert c.request(b"3\t=\t1\t\x00\t10\t0\tU\t7\n") == b"0\t1\t2\n"
+        assert server.sql(f"SELECT id, n FROM test.{t} ORDER BY id") == [("1", "7"), ("2", "1"), ("3", "7"), ("4", "2")]
+
     def test_update_with_in(self, server, fm, fw):
         assert fw.request("2\t=\t1\t0\t10\t0\t@\t0\t3\t2\t9\t4\tU\tIN\n") == b"0\t1\t2\n"
         assert fw.request("2\t=\t1\t0\t10\t0\t@\t0\t2\t5\t6\tU?\tIN2\n") == b"0\t1\tv5\tv6\n"
@@ -575,6 +593,7 @@ class TestFindModify:
         assert fw.request("9\t=\t1\t1\t1\t0\tD\n") == b"2\t1\tstmtnum\n"
         assert dump(server, fm) == fm_rows()
 
+    @pytest.mark.handlersocket_only("tablesocket: NULL on a NOT NULL key column changes no row")
     def test_null_key_on_not_null_column_is_the_empty_value(self, server, hs, make_table):
         t = make_table("k int not null primary key, v varchar(5)", [(0, "zero"), (3, "three"), (5, "five")])
         w = hs(wr=True)
