@@ -802,6 +802,21 @@ def test_gat_and_gats_return_and_touch(mc, key):
     c.request("gat\r\n", b"ERROR\r\n")
 
 
+def test_a_gat_line_of_many_keys_over_2048_bytes_is_answered(mc, key):
+    """A client batching touches sends a long gat/gats line: memcached answers it when it arrives
+    in one read (as here), tablesocket always (like a long get line)."""
+    c = mc()
+    ks = [key(f"g{i}") for i in range(150)]  # about 8 KB of keys
+    for k in ks[:3]:
+        c.set(k, b"v")
+    line = f"gat 100 {' '.join(ks)}\r\n"
+    assert 2048 < len(line) < 16000
+    c.request(line, b"".join(value_reply(k, b"v") for k in ks[:3]) + b"END\r\n")
+    c.send(f"mg {ks[0]} t\r\n")
+    assert 95 <= int(re.fullmatch(rb"HD t(\d+)\r\n", c.recv_line()).group(1)) <= 100
+    c.request(f"mn\r\n", b"MN\r\n")
+
+
 def test_gat_that_ends_the_item_returns_it_for_the_first_of_repeated_keys_only(mc, key):
     # memcached takes the keys one after the other: the touch with a past exptime ends the item,
     # so a repeated key misses (tablesocket returned the item for every copy of the key).

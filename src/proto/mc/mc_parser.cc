@@ -198,7 +198,10 @@ Mc_parse_result collect_keys(const char *p, const char *e, size_t consumed, cons
 enum class Tri : uint8_t { no, yes, maybe };
 
 /* memcached keeps reading a line without LF past 2048 bytes only when it is a multiget: at most
-   100 leading spaces, then "get " or "gets ". maybe: the bytes so far are a prefix of that. */
+   100 leading spaces, then "get " or "gets ". The multi-key touches "gat " and "gats " are taken
+   as long too: memcached answers those when the whole line arrives in one read (up to its 16 KB
+   buffer) and closes the connection when it does not, so a client batching touches would lose its
+   connection by chance. maybe: the bytes so far are a prefix of one of them. */
 Tri multiget_line(const char *p, size_t n) {
   size_t i = 0;
   while (i < n && p[i] == ' ') ++i;
@@ -206,14 +209,15 @@ Tri multiget_line(const char *p, size_t n) {
   if (i == n) return Tri::maybe;
   const char *q = p + i;
   const size_t m = n - i;
-  static const char get[] = "get ";
-  static const char gets[] = "gets ";
-  const size_t a = m < 4 ? m : 4;
-  const size_t b = m < 5 ? m : 5;
-  const bool get_ok = std::memcmp(q, get, a) == 0;
-  const bool gets_ok = std::memcmp(q, gets, b) == 0;
-  if ((get_ok && m >= 4) || (gets_ok && m >= 5)) return Tri::yes;
-  return (get_ok || gets_ok) ? Tri::maybe : Tri::no;
+  bool maybe = false;
+  for (std::string_view cmd : {std::string_view("get "), std::string_view("gets "), std::string_view("gat "),
+                               std::string_view("gats ")}) {
+    const size_t k = m < cmd.size() ? m : cmd.size();
+    if (std::memcmp(q, cmd.data(), k) != 0) continue;
+    if (m >= cmd.size()) return Tri::yes;
+    maybe = true;
+  }
+  return maybe ? Tri::maybe : Tri::no;
 }
 
 /* ---- classic commands; tok[0] is the command, nt is memcached's ntokens ---- */

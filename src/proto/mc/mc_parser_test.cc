@@ -748,7 +748,8 @@ TEST(McParser, ALongLineIsFatalEvenWhenItsLfIsPresent) {
 TEST(McParser, MultigetLinesMayExceedTheLineLimit) {
   std::string keys;
   for (int i = 0; i < 1000; ++i) keys += " key" + std::to_string(i);
-  for (const std::string &prefix : std::vector<std::string>{"get", "gets", std::string(100, ' ') + "get"}) {
+  for (const std::string &prefix :
+       std::vector<std::string>{"get", "gets", std::string(100, ' ') + "get", "gat 0", "gats 100"}) {
     std::string buf = prefix + keys + "\r\n";
     ASSERT_GT(buf.size(), 2048u);
     Mc_request rq;
@@ -763,11 +764,11 @@ TEST(McParser, MultigetLinesMayExceedTheLineLimit) {
   }
 }
 
-TEST(McParser, OnlyGetAndGetsLinesMayBeLong) {
+TEST(McParser, OnlyMultiKeyGetAndTouchLinesMayBeLong) {
   std::string keys;
   for (int i = 0; i < 1000; ++i) keys += " key" + std::to_string(i);
-  for (const std::string &prefix :
-       std::vector<std::string>{"gat 0", "get\t", "getx", std::string(101, ' ') + "get"}) {
+  for (const std::string &prefix : std::vector<std::string>{"touch 0", "mg", "gatx 0", "get\t", "getx", "ga 0",
+                                                             std::string(101, ' ') + "get"}) {
     std::string buf = prefix + keys;  // no LF yet
     Mc_request rq;
     const Mc_parse_result r = parse(buf, &rq);

@@ -149,8 +149,9 @@ struct Mc_limits {
   /* Bytes of a command line before its LF (a CR before the LF counts). memcached closes the
      connection once more than 2048 bytes are buffered without an LF. */
   size_t max_line = 2048;
-  /* The same for lines that start (after at most 100 spaces) with "get " or "gets ": memcached
-     grows its buffer for those without bound; we stop here (fatal, like any over-long line). */
+  /* The same for lines that start (after at most 100 spaces) with "get ", "gets ", "gat " or
+     "gats ": memcached grows its buffer for get and gets without bound (and answers a gat line
+     that arrived in one read); we stop here (fatal, like any over-long line). */
   size_t max_multiget_line = 1 << 20;
   /* Keys in one get/gets/gat/gats; more is an error (memcached has no such limit). */
   uint32_t max_keys = 10000;
