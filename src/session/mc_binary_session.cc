@@ -193,7 +193,10 @@ Mc_session::Exec Mc_session::bin_get(const Bin_request &rq, Byte_buffer &out) {
     std::string_view row_key;
     Store_status st;
     Open_container *oc = resolve(rq.key, &row_key, &st);
-    if (!oc) return bin_server_error(st, rq, out);
+    if (!oc) {
+      if (!waits_for_lock(st)) container_switch_failed(rq.key);
+      return bin_server_error(st, rq, out);
+    }
     const std::string table = use_container(rq.key, *oc);
     mc::put_be32(extras, 0);
     mc::encode_bin_response(out, rq, Bin_status::ok, 0, std::string_view(extras, 4),

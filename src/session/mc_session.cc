@@ -289,6 +289,15 @@ std::string Mc_session::use_container(std::string_view key, const Open_container
   return oc.def.db + "/" + oc.def.table;
 }
 
+void Mc_session::container_switch_failed(std::string_view key) {
+  /* The client asked for that container: its next keys must not go to the one it had (a client
+     library may read the get's SERVER_ERROR as a miss and carry on writing). They are answered
+     with the container's error until a switch succeeds, as when a container leaves the
+     configuration. */
+  current_.assign(key.substr(2));
+  default_oc_ = nullptr;
+}
+
 Mc_session::Open_container *Mc_session::resolve(std::string_view key, std::string_view *row_key, Store_status *st) {
   /* Every request asks; the table is reread once a second: the coarse clock is enough. */
   *st = containers_.refresh(store_, cfg_.mc_config_schema, coarse_monotonic_ms());
@@ -606,7 +615,9 @@ bool Mc_session::waits_for_lock(const Store_status &st) {
 std::string Mc_session::error_message(const Store_status &st) {
   std::string msg;
   switch (st.errc) {
-    case Store_errc::table_open_failed: msg = "no such container table (check the containers configuration)"; break;
+    case Store_errc::table_open_failed:
+      msg = "cannot open the container's table: missing, or without an index (check the containers configuration)";
+      break;
     case Store_errc::index_not_found: msg = "container index not found"; break;
     case Store_errc::index_unusable:
       msg = "the container's index cannot serve this lookup (FULLTEXT, SPATIAL and long-UNIQUE indexes "
@@ -887,7 +898,10 @@ Mc_session::Exec Mc_session::exec_get_part(const Mc_request &rq, Byte_buffer &ou
     std::string_view row_key;
     Store_status st;
     Open_container *oc = resolve(key, &row_key, &st);
-    if (!oc) return server_error(st, out, false);
+    if (!oc) {
+      if (selects_container(key) && !waits_for_lock(st)) container_switch_failed(key);
+      return server_error(st, out, false);
+    }
     const size_t first = items_.size();
     if (selects_container(key)) {
       Item it;

@@ -118,6 +118,8 @@ class Mc_session final : public Session {
     return names_container(key) && key.find('.') == std::string_view::npos;
   }
   std::string use_container(std::string_view key, const Open_container &oc);
+  /* "@@name" alone as a get's key found no usable container: the connection is on it all the same. */
+  void container_switch_failed(std::string_view key);
   /* Turns captured rows into items, dropping expired ones; returns how many it dropped. */
   size_t decode_items(const Kv_layout &l, const Captured_rows &rows, std::vector<Item> &items);
   static uint64_t cas_of(Item &it);  // the item's cas; derived from its content if the row has none
