@@ -1003,6 +1003,10 @@ Store_status Mariadb_store::resolve(Table_slot &s, Open_index &idx) {
 }
 
 Store_status Mariadb_store::open_index(const Index_spec &spec, Open_index &out) {
+  /* The server reads names as C strings: one with a NUL byte would name the table before it. */
+  const auto has_nul = [](std::string_view name) { return name.find('\0') != std::string::npos; };
+  if (has_nul(spec.db) || has_nul(spec.table)) return Store_status::of(Store_errc::table_open_failed);
+  if (has_nul(spec.index)) return Store_status::of(Store_errc::index_not_found);
   std::string key = slot_key(spec.db, spec.table);
   uint32_t slot_no;
   auto it = by_name_.find(key);

@@ -98,6 +98,15 @@ class TestOpenIndex:
         assert conn.request(f"P\t1\ttest\t{main}\tPRIMARY\tid\n") == b"0\t1\n"
         assert conn.request("1\t=\t1\t1\n") == b"0\t1\t1\n"
 
+    @pytest.mark.tablesocket_only("HandlerSocket reads names as C strings: a NUL byte ends them")
+    def test_a_nul_byte_in_a_name_names_no_table_ts(self, hs, main):
+        conn = hs()
+        assert conn.request(f"P\t1\ttest\x00zz\t{main}\tPRIMARY\tid\n") == b"1\t1\topen_table\n"
+        assert conn.request(f"P\t1\ttest\t{main}\x00zz\tPRIMARY\tid\n") == b"1\t1\topen_table\n"
+        assert conn.request(f"P\t1\ttest\t{main}\tPRIMARY\x00zz\tid\n") == b"2\t1\tidxnum\n"
+        assert conn.request(f"P\t1\ttest\t{main}\tPRIMARY\tid\x00zz\n") == b"2\t1\tfld\n"
+        assert conn.request(f"P\t1\ttest\t{main}\tPRIMARY\tid\n") == b"0\t1\n"
+
     def test_bad_index(self, hs, main):
         conn = hs()
         assert conn.request(f"P\t1\ttest\t{main}\tnope\tid\n") == b"2\t1\tidxnum\n"
