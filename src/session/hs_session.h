@@ -63,6 +63,7 @@ class Hs_session final : public Session {
   void reply_client_error(Byte_buffer &out, uint32_t code, const char *msg);
 
   Store &store_;
+  void lock_wait_ended() override { store_.end_row_wait(); }
   const Config &cfg_;
   const Hs_port_policy &policy_;
   Counters &counters_;

@@ -222,6 +222,7 @@ class Mc_session final : public Session {
   Exec exec_ascii_auth(const mc::Mc_request &rq, Byte_buffer &out);
 
   Store &store_;
+  void lock_wait_ended() override { store_.end_row_wait(); }
   const Config &cfg_;
   Counters &counters_;
   const Counters_source *all_counters_;

@@ -55,8 +55,13 @@ class Session {
     if (!lock_wait_since_ms_) lock_wait_since_ms_ = now;
     return now - lock_wait_since_ms_ < timeout_ms;
   }
-  /* The request was answered: the next one that has to wait starts its own clock. */
-  void lock_wait_over() { lock_wait_since_ms_ = 0; }
+  /* The request was answered: the next one that has to wait starts its own clock (the store's
+     too, which keeps how long a write has met a row lock). */
+  void lock_wait_over() {
+    lock_wait_since_ms_ = 0;
+    lock_wait_ended();
+  }
+  virtual void lock_wait_ended() {}
   /* True while a request already counted runs again (a parked request retried, a get going on
      with its next part): the request-kind counters count it once. */
   bool retrying_ = false;

@@ -174,6 +174,7 @@ struct Lane_job {
   std::mutex m;
   THD *thd = nullptr;  // the job's batch THD while it runs (m), for lane_stop()
   bool cancel = false;  // (m)
+  bool timed_out = false;  // stopped by its requester at deadline_ms
   std::atomic<bool> done{false};
 
   Datum own(const Datum &d) {
@@ -230,6 +231,7 @@ class Mariadb_store final : public Store {
   uint64_t writes_refused_closed() const override { return writes_refused_closed_; }
   void set_requester(const void *who) override { requester_ = who; }
   void forget_requester(const void *who) override;
+  void end_row_wait() override;
   bool write_committed() const override { return write_committed_; }
   bool take_queue_results() override {
     return lane_finished_.load(std::memory_order_relaxed) && lane_finished_.exchange(false, std::memory_order_acquire);

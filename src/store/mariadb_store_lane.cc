@@ -149,8 +149,15 @@ bool Mariadb_store::lane_answer(const Lane_call &call, Store_status *st) {
   const bool same = job.fp == fingerprint(call, call.idx->slot_);
   if (!job.done.load(std::memory_order_acquire)) {
     if (!same) return false;  // not the request queued (never expected): the worker tries it as usual
-    *st = Store_status::of(Store_errc::lock_queued);
-    return true;
+    if (monotonic_ms() < job.deadline_ms) {
+      *st = Store_status::of(Store_errc::lock_queued);
+      return true;
+    }
+    /* Its tablesocket_lock_wait_timeout is over, while the job waits out a row lock attempt of a
+       whole second (InnoDB counts in seconds): stopped now (the wait ends at once; a commit under
+       way finishes), and what it did is what the client is told. */
+    job.timed_out = true;
+    lane_stop(job);
   }
   if (job.thread.joinable()) job.thread.join();
   add_counters(counters_, job.counters);
@@ -164,6 +171,15 @@ bool Mariadb_store::lane_answer(const Lane_call &call, Store_status *st) {
     case Lane_kind::kv: *call.kv_result = job.kv_result; break;
   }
   lane_message_ = std::move(job.message);
+  /* Stopped at its deadline without writing (its lock wait or statement interrupted): a timeout,
+     not a shutdown nor an engine error. */
+  const bool interrupted = job.errc == Store_errc::server_shutdown || job.errc == Store_errc::row_locked ||
+                           (job.errc == Store_errc::handler_error && job.handler_error == HA_ERR_ABORTED_BY_USER);
+  if (job.timed_out && interrupted) {
+    job.errc = Store_errc::lock_wait_timeout;
+    job.handler_error = 0;
+    lane_message_.clear();
+  }
   *st = Store_status::of(job.errc, job.handler_error);
   write_committed_ = st->ok();  // the job committed it (or, failing, rolled it back)
   st->message = lane_message_;
@@ -256,6 +272,12 @@ bool Mariadb_store::lane_submit(const Lane_call &call, uint64_t fp, uint64_t sin
   }
   lane_jobs_.push_back(std::move(job));
   return true;
+}
+
+void Mariadb_store::end_row_wait() {
+  /* The requester's request was answered: an identical request after it waits from its own start
+     (its row wait kept the first one's, and timed out at once or early). */
+  if (!row_waits_.empty() && requester_) row_waits_.erase(requester_);
 }
 
 void Mariadb_store::reap_lanes() {

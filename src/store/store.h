@@ -370,6 +370,9 @@ class Store {
   /* The requester is gone (its connection closed): its queued request, if any, is cancelled
      (waits at most for the commit it may be in). */
   virtual void forget_requester(const void *who) = 0;
+  /* The current requester's request that met a row lock was answered: the next one that meets
+     one (even the same request again) waits from its own start. */
+  virtual void end_row_wait() = 0;
   /* The outcome the last insert(), modify() or kv_write() returned is that of a queued request,
      committed by its own session: the write is durable already and not part of the batch (its
      reply need not wait for the batch's commit, nor be withheld if that commit fails). */

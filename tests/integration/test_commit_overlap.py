@@ -912,6 +912,9 @@ def test_a_batch_that_wrote_waits_open_for_the_previous_commit(srv_slow):
     w2 = h.hs_open(s.hs_port_wr, t, "k,v")
     try:
         with _SlowCommits(s, 1.0):
+            # A reader active lately (kActiveMs): the lone writer's commit is handed off, not run
+            # by the worker itself (the SQL above may take longer than that on a slow machine).
+            assert r.request("1\t=\t1\t1\n") == b"0\t2\t1\tv1\n"
             w1.send("1\t+\t2\t9001\tfirst\n")
             time.sleep(0.2)               # its commit waits on the commit thread
             w2.send("1\t+\t2\t9002\tsecond\n")

@@ -779,3 +779,36 @@ def test_a_touch_that_waited_for_a_lock_is_done_and_counted_once(srv):
     finally:
         mc.close()
         sql.close()
+
+
+def test_a_blocked_write_times_out_at_its_own_timeout_however_often_it_is_sent_again(srv):
+    """tablesocket_lock_wait_timeout is the request's own, to the tens of milliseconds: a write
+    handed to the lock queue (which waits in InnoDB in one-second attempts) is stopped at its
+    deadline rather than at the end of the attempt, and the same write sent again after a timeout
+    waits its full time (it inherited the first one's start and timed out at once, every other
+    time). Nothing is written while the row stays locked."""
+    s = srv
+    t = _table(s, "lc_own_timeout", rows=4)
+    sql = h.sql_conn(s, autocommit=False)
+    w = h.hs_open(s.hs_port_wr, t, "n")
+    before = {v: h.variable(s, f"tablesocket_{v}") for v in ("lock_wait_timeout", "lock_queue_after")}
+    try:
+        _begin(sql, f"SELECT * FROM {t} WHERE k = 1 FOR UPDATE")
+        for timeout_ms, queue_after_ms in ((300, 20), (1500, 20), (400, 20), (250, 100000)):
+            s.exec_sql(f"SET GLOBAL tablesocket_lock_wait_timeout = {timeout_ms}, "
+                       f"tablesocket_lock_queue_after = {queue_after_ms}")
+            for _ in range(3):  # the same request again and again
+                t0 = time.monotonic()
+                assert w.request("1\t=\t1\t1\t1\t0\t+\t1\n", timeout=5.0) == b"1\t1\tlock_wait_timeout\n"
+                waited = time.monotonic() - t0
+                assert timeout_ms / 1000 - 0.03 <= waited <= timeout_ms / 1000 + 0.35, \
+                    (timeout_ms, queue_after_ms, round(waited, 3))
+        assert s.sql(f"SELECT n FROM {t} WHERE k = 1") == [("0",)]
+        sql.commit()
+        assert w.request("1\t=\t1\t1\t1\t0\t+\t1\n", timeout=5.0) == b"0\t1\t1\n"
+        assert s.sql(f"SELECT n FROM {t} WHERE k = 1") == [("1",)]
+    finally:
+        s.exec_sql(f"SET GLOBAL tablesocket_lock_wait_timeout = {before['lock_wait_timeout']}, "
+                   f"tablesocket_lock_queue_after = {before['lock_queue_after']}")
+        w.close()
+        sql.close()
