@@ -61,9 +61,9 @@ class Hs_session final : public Session {
      column of its rows (kept in in_values_). */
   Exec resolve_in_source(const hs::Exec_request &r, Find_request *fr, Byte_buffer &out, bool *answered);
   void reply_client_error(Byte_buffer &out, uint32_t code, const char *msg);
+  void lock_wait_ended() override { store_.end_row_wait(); }
 
   Store &store_;
-  void lock_wait_ended() override { store_.end_row_wait(); }
   const Config &cfg_;
   const Hs_port_policy &policy_;
   Counters &counters_;

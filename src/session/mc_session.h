@@ -220,9 +220,9 @@ class Mc_session final : public Session {
   /* memcached's ASCII authentication (its -Y mode): the data of the first "set" is
      "<user> <password>". */
   Exec exec_ascii_auth(const mc::Mc_request &rq, Byte_buffer &out);
+  void lock_wait_ended() override { store_.end_row_wait(); }
 
   Store &store_;
-  void lock_wait_ended() override { store_.end_row_wait(); }
   const Config &cfg_;
   Counters &counters_;
   const Counters_source *all_counters_;
