@@ -265,12 +265,16 @@ MYSQL_SYSVAR_STR(character_set, sv_character_set, PLUGIN_VAR_READONLY | PLUGIN_V
                  "column's character set. 'binary' stores and returns bytes unchanged, as "
                  "HandlerSocket did.",
                  nullptr, nullptr, "utf8mb4");
-MYSQL_SYSVAR_STR(plain_secret, sv_plain_secret, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
+/* Options only (my.cnf, the command line), not system variables: SHOW VARIABLES and
+   information_schema would give the secret to every SQL account, and with it every table. */
+MYSQL_SYSVAR_STR(plain_secret, sv_plain_secret, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC | PLUGIN_VAR_NOSYSVAR,
                  "HandlerSocket-compatible shared secret for the read port ('A 1 <secret>'), compared "
-                 "in constant time. Empty: no authentication on that port.",
+                 "in constant time. Empty: no authentication on that port. An option only (my.cnf): "
+                 "not shown by SHOW VARIABLES.",
                  nullptr, nullptr, "");
-MYSQL_SYSVAR_STR(plain_secret_wr, sv_plain_secret_wr, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
-                 "HandlerSocket-compatible shared secret for the read/write port. Empty: none.",
+MYSQL_SYSVAR_STR(plain_secret_wr, sv_plain_secret_wr, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC | PLUGIN_VAR_NOSYSVAR,
+                 "HandlerSocket-compatible shared secret for the read/write port. Empty: none. An "
+                 "option only (my.cnf): not shown by SHOW VARIABLES.",
                  nullptr, nullptr, "");
 
 MYSQL_SYSVAR_BOOL(require_auth, sv_require_auth, PLUGIN_VAR_READONLY,

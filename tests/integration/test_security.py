@@ -234,6 +234,10 @@ class TestLogin:
     def test_legacy_secret_alone_is_not_an_account(self, conns):
         s = start("secret", "--tablesocket-require-auth=ON", "--tablesocket-plain-secret=sekrit")
         try:
+            # An option, not a system variable: no SQL account can read it (it opens the port).
+            assert s.sql("SHOW GLOBAL VARIABLES LIKE 'tablesocket%secret%'", db=None) == []
+            assert s.sql("SELECT COUNT(*) FROM information_schema.SYSTEM_VARIABLES "
+                         "WHERE VARIABLE_NAME LIKE 'TABLESOCKET%SECRET%'", db=None) == [("0",)]
             c = conns(s)
             assert c.request("A\t1\tsekrit\n") == b"0\t1\n"
             assert c.request("P\t1\ttest\tacct\tPRIMARY\tid\n") == b"3\t1\tunauth\n"
