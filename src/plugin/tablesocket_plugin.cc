@@ -127,7 +127,9 @@ MYSQL_SYSVAR_UINT(mc_max_range_rows, sv_mc_max_range_rows, PLUGIN_VAR_RQCMDARG,
                   nullptr, update_live_uint, kDefaults.mc_max_range_rows, 1, 1000000, 0);
 MYSQL_SYSVAR_UINT(mc_max_value_size, sv_mc_max_value_size, PLUGIN_VAR_RQCMDARG,
                   "Largest memcached item value in bytes (memcached's -I). A larger set is refused "
-                  "with SERVER_ERROR object too large for cache before its data is buffered.",
+                  "with SERVER_ERROR object too large for cache before its data is buffered. The "
+                  "limit applied is at most tablesocket_max_output_buffer less 4 KiB (a value must "
+                  "fit a reply); 'stats settings' shows it as item_size_max.",
                   nullptr, update_live_uint, unsigned(kDefaults.mc_max_value_size), 1024, 1U << 30, 0);
 MYSQL_SYSVAR_UINT(mc_idle_timeout, sv_mc_idle_timeout, PLUGIN_VAR_RQCMDARG,
                   "Seconds a memcached connection may stay idle (no request, no pending reply) before "
@@ -151,7 +153,7 @@ MYSQL_SYSVAR_UINT(max_connections_per_host, sv_max_connections_per_host, PLUGIN_
                   "Maximum number of simultaneous TCP connections from one client address, over all "
                   "tablesocket listeners, so that one host cannot take every one of "
                   "tablesocket_max_connections (unix-socket clients are not counted). A client over it "
-                  "gets '1\\t1\\ttoomanyconnections' (memcached: 'SERVER_ERROR too many open "
+                  "gets '1\\t1\\ttoomanyconnections' (memcached: 'ERROR Too many open "
                   "connections from this address') and is closed. 0 = no limit.",
                   nullptr, nullptr, kDefaults.max_connections_per_host, 0, 1000000, 0);
 MYSQL_SYSVAR_UINT(idle_timeout, sv_idle_timeout, PLUGIN_VAR_RQCMDARG,

@@ -63,6 +63,21 @@ bool split_names(std::string_view s, std::vector<std::string> &out) {
 
 }  // namespace
 
+/* The worker's THDs live as long as the plugin, where an SQL session takes the server's settings
+   when it connects: so each batch takes, at its start, those SET GLOBAL changes that decide what
+   its writes store and log, as a new SQL session would: sql_mode, time_zone (TIMESTAMP values),
+   auto_increment_increment / _offset (multi-primary setups), server_id and gtid_domain_id (its
+   binary log events). (Word-sized reads, as SQL's own reads of them.) */
+static void take_global_settings(THD *thd) {
+  const system_variables &g = global_system_variables;
+  thd->variables.sql_mode = g.sql_mode;
+  thd->variables.time_zone = g.time_zone;
+  thd->variables.auto_increment_increment = g.auto_increment_increment;
+  thd->variables.auto_increment_offset = g.auto_increment_offset;
+  thd->variables.server_id = g.server_id;
+  thd->variables.gtid_domain_id = g.gtid_domain_id;
+}
+
 THD *Mariadb_store::new_thd(const char *thread_name) {
   THD *thd = create_thd();  // registers in server_threads: visible in SHOW PROCESSLIST, killed at shutdown
   if (!thd) return nullptr;
@@ -84,7 +99,7 @@ THD *Mariadb_store::new_thd(const char *thread_name) {
      needs. */
   if (thd->variables.tx_isolation > ISO_READ_COMMITTED) thd->variables.tx_isolation = ISO_READ_COMMITTED;
   thd->tx_isolation = enum_tx_isolation(thd->variables.tx_isolation);
-  /* The server's default access mode (transaction_read_only) is followed by begin_write(), which
+  /* The server's default access mode (tx_read_only) is followed by begin_write(), which
      refuses writes while it is ON; the sessions themselves stay read-write (InnoDB must never see
      a write in a read-only transaction). */
   thd->variables.tx_read_only = false;
@@ -465,7 +480,7 @@ Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
     /* The batch is one transaction: every request of every connection in it shares one commit. */
     thd_->variables.option_bits |= OPTION_BEGIN;
     thd_->server_status |= SERVER_STATUS_IN_TRANS;
-    thd_->variables.sql_mode = global_system_variables.sql_mode;
+    take_global_settings(thd_);
     thd_->set_query_id(next_query_id());  // the transaction's implicit XID is taken from it
     in_batch_ = true;
     batch_wrote_ = false;

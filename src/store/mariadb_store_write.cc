@@ -147,7 +147,7 @@ Store_status Mariadb_store::take_commit_lock() {
 }
 
 Store_status Mariadb_store::begin_write(Table_slot &s, const Open_index &idx) {
-  /* read_only, or transaction_read_only: a new SQL session's transactions are read-only then. */
+  /* read_only, or tx_read_only: a new SQL session's transactions are read-only then. */
   if (opt_readonly || global_system_variables.tx_read_only) return Store_status::of(Store_errc::server_read_only);
   /* See close_batch_to_writes(); and a batch that has not written yet takes no write while the
      commit before it waits for the backup lock: the request runs in a later batch. */

@@ -246,3 +246,40 @@ def test_values_that_would_not_fit_a_reply_are_refused_alike(srv):
         c.request(b"mg huge s v\r\n", b"VA %d s%d\r\n%s\r\n" % (len(big), len(big), big))  # 16 MiB again
     finally:
         c.close()
+
+
+def test_set_global_server_settings_reach_the_writes_of_running_workers(request):
+    """The workers' sessions live as long as the plugin; SET GLOBAL of time_zone,
+    auto_increment_increment / _offset, server_id and gtid_domain_id reaches their next batch, as
+    it reaches a new SQL session (they kept the values the plugin started with: a TIMESTAMP written
+    in the old zone, ids off the new auto-increment pattern, binary log events under the old GTID
+    domain and server id)."""
+    with h.private_server(request, "globals", ["--tablesocket-threads=1", "--log-bin=binlog", "--server-id=1"]) as s:
+        s.exec_sql("CREATE TABLE tz (k int primary key, t timestamp NULL) ENGINE=InnoDB")
+        s.exec_sql("CREATE TABLE ai (id int auto_increment primary key, v varchar(8)) ENGINE=InnoDB")
+        w = h.hs_open(s.hs_port_wr, "tz", "k,t")
+        a = h.hs_open(s.hs_port_wr, "ai", "v")
+        assert w.request("1\t+\t2\t1\t2026-01-01 00:00:00\n") == b"0\t1\n"
+        try:
+            s.exec_sql("SET GLOBAL time_zone = '+05:00', auto_increment_increment = 10, "
+                       "auto_increment_offset = 3, gtid_domain_id = 9, server_id = 77")
+            assert w.request("1\t+\t2\t2\t2026-01-01 00:00:00\n") == b"0\t1\n"
+            # A new SQL session is in +05:00 too: both rows read as written, 5 hours apart in UTC.
+            assert s.sql("SELECT k, t, UNIX_TIMESTAMP(t) FROM test.tz ORDER BY k") == [
+                ("1", "2026-01-01 05:00:00", "1767225600"), ("2", "2026-01-01 00:00:00", "1767207600")]
+            assert h.HSConn(s.hs_port).request("P\t1\ttest\ttz\tPRIMARY\tt\n1\t=\t1\t2\n") == \
+                b"0\t1\n0\t1\t2026-01-01 00:00:00\n"
+            for i, want in enumerate((3, 23, 43)):  # the insert's reply carries the id it got
+                assert a.request(f"1\t+\t1\tts{i}\n") == f"0\t1\t{want}\n".encode()
+                s.exec_sql(f"INSERT INTO test.ai (v) VALUES ('sql{i}')")
+            ids = [int(r[0]) for r in s.sql("SELECT id FROM test.ai ORDER BY id")]
+            assert ids == [3, 13, 23, 33, 43, 53], ids
+            gtids = s.sql("SELECT @@gtid_binlog_pos", db=None)[0][0]
+            assert "9-77-" in gtids, gtids
+            last = [r for r in s.sql("SHOW BINLOG EVENTS IN 'binlog.000001'", db=None) if r[2] == "Gtid"]
+            assert "GTID 9-77-" in last[-1][5], last[-1]
+        finally:
+            s.exec_sql("SET GLOBAL time_zone = SYSTEM, auto_increment_increment = 1, auto_increment_offset = 1, "
+                       "gtid_domain_id = 0, server_id = 1")
+            w.close()
+            a.close()
