@@ -603,6 +603,9 @@ Outcome check_hs(const Check_spec &spec, const Hs_reply &r, uint64_t k, char *wh
       if (r.ntokens < 1 || r.tokens[0].is_null())
         return why_out(Outcome::mismatch, why, cap, "key %llu: update reply without a count",
                        (unsigned long long)k);
+      if (r.ntokens != 1)
+        return why_out(Outcome::mismatch, why, cap, "key %llu: update reply with %u values, expected a count alone",
+                       (unsigned long long)k, r.ntokens);
       const Field &c = r.tokens[0];
       if (c.len == 1 && c.ptr[0] == '1') return Outcome::ok;
       if (c.len == 1 && c.ptr[0] == '0' && spec.expect == Expect::none) return Outcome::miss;

@@ -660,9 +660,12 @@ int run(const Config &cfg) {
   double seconds;
   if (sched.count_mode)
     seconds = total.last_counted_ns > sched.t_measure ? double(total.last_counted_ns - sched.t_measure) / 1e9 : 0.0;
-  else
-    seconds = double((t_done < sched.t_end ? t_done : sched.t_end) - sched.t_measure) / 1e9;
-  if (seconds < 0) seconds = 0;
+  else {
+    /* A run that ended before its window began (the server gone during the warm-up) measured
+       nothing: 0 s, not an unsigned difference gone round. */
+    const uint64_t end = t_done < sched.t_end ? t_done : sched.t_end;
+    seconds = end > sched.t_measure ? double(end - sched.t_measure) / 1e9 : 0.0;
+  }
   double wall = double(t_done - sched.t_start) / 1e9;
   double ops_per_sec = seconds > 0 ? double(total.ops) / seconds : 0.0;
   const Histogram &h = total.hist;
@@ -690,6 +693,11 @@ int run(const Config &cfg) {
   if (total.errors || total.mismatches)
     std::printf("WARNING      %" PRIu64 " errors and %" PRIu64 " mismatches: the figures above are not a clean run\n",
                 total.errors, total.mismatches);
+  /* Nothing answered in the window (a server that stalls every request for less than --timeout,
+     or a window shorter than it): no figure at all, not a clean run of zero. */
+  const bool nothing_measured = !sched.count_mode && total.ops == 0;
+  if (nothing_measured)
+    std::printf("WARNING      no reply was counted in the measured window: nothing was measured\n");
   if (cfg.vary_writes)
     std::printf("note         --vary-writes changed `created`: reload (--load) before reading with --expect\n");
   if (g_stop.load()) std::printf("note         interrupted\n");
@@ -716,6 +724,7 @@ int run(const Config &cfg) {
               total.misses, cfg.seed);
   std::fflush(stdout);
   if (total.errors || total.mismatches) return 1;
+  if (nothing_measured) return 1;
   if (g_stop.load()) return 1;
   if (sched.count_mode && total.ops < cfg.requests) return 1;
   return 0;

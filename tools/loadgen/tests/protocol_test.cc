@@ -388,6 +388,8 @@ TEST(Check, HsWrites) {
   EXPECT_EQ(hs_check(Op::update, Expect::hs_user, "0\t1\t0\n", 7), Outcome::mismatch);
   EXPECT_EQ(hs_check(Op::update, Expect::none, "0\t1\t0\n", 7), Outcome::miss);
   EXPECT_EQ(hs_check(Op::update, Expect::none, "0\t1\n", 7), Outcome::mismatch);
+  EXPECT_EQ(hs_check(Op::update, Expect::hs_user, "0\t1\t1\textra\n", 7), Outcome::mismatch);
+  EXPECT_EQ(hs_check(Op::update, Expect::none, "0\t2\t1\t1\n", 7), Outcome::mismatch);
   EXPECT_EQ(hs_check(Op::insert, Expect::hs_user, "0\t1\n", 7), Outcome::ok);
   EXPECT_EQ(hs_check(Op::insert, Expect::hs_user, "0\t1\t7\n", 7), Outcome::ok);
   EXPECT_EQ(hs_check(Op::insert, Expect::hs_user, "1\t1\t121\n", 7), Outcome::error);
