@@ -19,6 +19,7 @@ from fakes import (
     FakeStreamWriter,
     FakeTransport,
     LoopbackServer,
+    SILENT,
     ScriptedServer,
     bytewise,
     fake_async_client,
@@ -436,6 +437,26 @@ def test_async_native_login(chunker):
         assert not isinstance(ei.value, ts.PermissionDenied) and not c.closed
         assert await idx.find("=", [1]) == [(b"1", b"b")]
         assert c.server.done()
+    run(main())
+
+
+def test_async_login_cancelled_midway_closes_the_connection():
+    """The A 3 is sent when the task is cancelled: the server may have switched accounts, so the
+    connection is closed (it stayed open as the old account, while the server acted as the new)."""
+    async def main():
+        c = fake_async_client([
+            (b"A\t2", b"0\t1\t" + NONCE_HEX),
+            (native_line(b"bob", b"pw"), SILENT),
+        ])
+        await c.connect()
+        task = asyncio.ensure_future(c.login("bob", "pw"))
+        await asyncio.sleep(0.05)  # the challenge answered, A 3 sent: its reply never comes
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert c.closed and c.user is None
+        with pytest.raises(ts.ConnectionError, match="closed"):
+            await c.open_index("db", "t", columns=["k"])
     run(main())
 
 

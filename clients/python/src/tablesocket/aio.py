@@ -254,7 +254,15 @@ class AsyncClient:
             self._auth_lock = asyncio.Lock()
         async with self._auth_lock:  # two exchanges at once would mix up their replies
             conn = self._require_open()
-            await self._run_auth(m, conn)
+            try:
+                await self._run_auth(m, conn)
+            except asyncio.CancelledError:
+                # Cancelled mid-exchange: the server may have switched accounts (its reply is read
+                # and dropped), so the connection goes, as the blocking client's does when
+                # interrupted: nothing runs under an account the client does not know of.
+                self._drop(conn, errors.ConnectionError(
+                    "authentication was cancelled; the connection was closed (call reconnect())"))
+                raise
         if m.changes_account:
             self._login = m
         else:
