@@ -358,7 +358,20 @@ def test_pipeline_one_write_and_ordering():
     p, r = run_pipeline(c)
     check_pipeline_results(r)
     assert c.transports[0].sent == b"".join(req + b"\n" for req, _ in PIPE_SCRIPT)
-    assert len(p) == 6 and len(p.results) == 6
+    assert len(p) == 6 and len(p.results) == 5  # the open is the client's own: no result
+
+
+def test_pipeline_results_do_not_depend_on_whether_the_index_was_open():
+    """open_index() returns a handle, not a result: execute() and results have one entry per
+    request method called, whether the connection had the index open already or not."""
+    c = fake_client([OPEN_OK, (b"0\t=\t1\t1", b"0\t2\t1\ta"), (b"0\t=\t1\t1", b"0\t2\t1\ta")])
+    for _ in range(2):  # opened by the first pipeline, open for the second
+        with c.pipeline() as p:
+            idx = p.open_index("test", "t", "PRIMARY", ["id", "v"], ["n"])
+            p.find(idx, "=", [1])
+        assert len(p.results) == 1
+        assert [r.value for r in p.results] == [[(b"1", b"a")]]
+    assert c.server.done()
 
 
 def test_pipeline_every_byte_boundary():

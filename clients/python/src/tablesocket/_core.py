@@ -540,7 +540,10 @@ class PipelineBase:
         handle = self._client._make_index(db, table, index, columns, filter_columns, decode)
         session: Session = self._client._session
         if handle.id not in session.opened:
+            # The client's own request, as when it re-opens an index: not in ``results``, whose
+            # length would otherwise depend on whether the connection had the index open.
             self._queue(None, session.open_request(handle.id))
+            self._ops[-1].hidden = True
         return handle
 
     def find(self, index: IndexBase, op: str, keys: Sequence[Value], limit: int = 1,
