@@ -128,3 +128,17 @@ def test_a_connection_is_taken_back_once_and_only_by_its_pool():
         finally:
             other.close()
         assert pool.idle == 2
+
+
+def test_bad_pool_and_client_arguments_are_client_errors_at_once():
+    """A misspelt keyword, a non-numeric acquire_timeout or max_reply_size: ClientError when the
+    pool or client is made (they were TypeErrors at the first acquire() or request)."""
+    with pytest.raises(ts.ClientError, match="bogus"):
+        ts.Pool("127.0.0.1", 1, bogus=1)
+    with pytest.raises(ts.ClientError, match="acquire_timeout"):
+        ts.Pool("127.0.0.1", 1, acquire_timeout="1")
+    for bad in ("x", 0, True, 1.5):
+        with pytest.raises(ts.ClientError, match="max_reply_size"):
+            ts.Client("127.0.0.1", 1, max_reply_size=bad, connect=False)
+        with pytest.raises(ts.ClientError, match="max_reply_size"):
+            ts.AsyncClient("127.0.0.1", 1, max_reply_size=bad)

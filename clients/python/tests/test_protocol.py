@@ -348,3 +348,9 @@ def test_decode_failure_is_client_error():
 def test_make_decoders_rejects(spec):
     with pytest.raises(ClientError):
         P.make_decoders(spec, 2)
+
+
+def test_filters_none_is_no_filters():
+    """filters=None reads as no filters (it raised a bare TypeError)."""
+    assert P._check_filters(None, ["n"]) == []
+    assert P._check_filters((), ["n"]) == []

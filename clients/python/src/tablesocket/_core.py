@@ -465,6 +465,11 @@ def check_timeouts(**values: Optional[float]) -> None:
             raise ClientError(f"{name} must be a positive number or None")
 
 
+def check_max_reply(max_reply_size: Any) -> None:
+    if isinstance(max_reply_size, bool) or not isinstance(max_reply_size, int) or max_reply_size < 1:
+        raise ClientError("max_reply_size must be an int >= 1 (bytes)")
+
+
 def check_index_owner(index: IndexBase, client: Any) -> None:
     if index._client is not client:
         raise ClientError("this index handle belongs to another client")

@@ -32,6 +32,7 @@ from ._core import (
     PipelineBase,
     Session,
     as_tablesocket_error,
+    check_max_reply,
     check_timeouts,
     make_spec,
     resolve_ssl,
@@ -264,6 +265,7 @@ class Client:
         connect: bool = True,
     ) -> None:
         check_timeouts(timeout=timeout, connect_timeout=connect_timeout)
+        check_max_reply(max_reply_size)
         self.host = host
         self.port = port
         self.timeout = timeout

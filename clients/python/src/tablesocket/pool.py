@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
 import time
 from typing import Any, Iterator, List, Optional
@@ -42,6 +43,14 @@ class Pool:
             raise ClientError("size must be an int >= 1")
         if client_kwargs.get("connect") is False:
             raise ClientError("a pool's clients always connect")
+        if acquire_timeout is not None and (isinstance(acquire_timeout, bool)
+                                            or not isinstance(acquire_timeout, (int, float))
+                                            or acquire_timeout < 0):
+            raise ClientError("acquire_timeout must be a number >= 0 or None")
+        try:  # a misspelt keyword fails here, not at the first acquire()
+            inspect.signature(Client).bind(host, port, **client_kwargs)
+        except TypeError as e:
+            raise ClientError(f"Pool: {e}") from None
         self.host = host
         self.port = port
         self.size = size

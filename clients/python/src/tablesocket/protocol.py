@@ -234,7 +234,7 @@ def _check_filters(
     filters: Iterable[Filter], filter_columns: Optional[Sequence[str]]
 ) -> List[Tuple[bytes, bytes, bytes, bytes]]:
     out = []
-    for f in filters:
+    for f in filters if filters is not None else ():
         if not isinstance(f, tuple) or len(f) != 4:
             raise ClientError(f"a filter must be a Filter(type, op, column, value), got {f!r}")
         ftype, fop, fcol, fval = f
