@@ -469,6 +469,28 @@ def test_containers_and_flush_of_the_connections_container(ts_server, make_table
         srv.exec_sql("DELETE FROM innodb_memcache.containers WHERE name = %s", (name,), db=None)
 
 
+@TS_ONLY
+def test_a_failed_container_switch_leaves_the_connection_on_the_container_it_asked_for(ts_server, key):
+    """GET of "@@name" that fails leaves the connection on that container: its next keys get that
+    error until a switch succeeds, as over the text protocol (test_memcached.py), instead of going
+    to the container it had."""
+    k = key("k")
+    c = BinConn(ts_server.mc_port)
+    try:
+        assert c.call(SET, set_extras(), k, b"default").status == OK
+        r = c.call(GET, key=k)
+        assert (r.status, r.value) == (OK, b"default")
+        assert c.call(GET, key=b"@@no_such_container").status != OK
+        r = c.call(GET, key=k)
+        assert r.status != OK and b"no such container 'no_such_container'" in r.value, r
+        r = c.call(GET, key=b"@@default")
+        assert (r.status, r.value) == (OK, b"test/kv")
+        r = c.call(GET, key=k)
+        assert (r.status, r.value) == (OK, b"default")
+    finally:
+        c.close()
+
+
 @pytest.fixture
 def ts_server(server):
     if not getattr(server, "mc_port", None):

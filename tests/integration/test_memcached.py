@@ -1999,7 +1999,7 @@ def test_a_failed_container_switch_leaves_the_connection_on_the_container_it_ask
     """`get @@name` that fails (no such container; its table cannot be opened) leaves the
     connection on that container: its next keys are answered its SERVER_ERROR, not served from the
     container it had (a client that reads the get's SERVER_ERROR as a miss went on writing into
-    test.kv). A successful switch ends it; the binary protocol's get does the same."""
+    test.kv). A successful switch ends it. (The binary protocol's: test_mc_binary.py.)"""
     nopk = make_table("k VARCHAR(100), v TEXT")  # no index at all: the table cannot be used
     bad = containers(f"nopk_{uuid.uuid4().hex[:8]}", nopk, "k", "v")
     k = key("k")
@@ -2019,18 +2019,6 @@ def test_a_failed_container_switch_leaves_the_connection_on_the_container_it_ask
         assert ts.sql("SELECT v FROM test.kv WHERE k = %s", (k,)) == [("default",)]
         c.request("get @@default\r\n", b"VALUE @@default 0 7\r\ntest/kv\r\nEND\r\n")
         c.request(f"get {k}\r\n", value_reply(k, b"default") + b"END\r\n")
-    b = tsmc()
-    def bin_get(key_: bytes) -> tuple:
-        b.send(struct.pack(">BBHBBHIIQ", 0x80, 0x00, len(key_), 0, 0, 0, len(key_), 0, 0) + key_)
-        h = b.read_exact(24)
-        n = struct.unpack(">I", h[8:12])[0]
-        return struct.unpack(">H", h[6:8])[0], (b.read_exact(n) if n else b"")[h[4]:]
-    assert bin_get(k.encode()) == (0, b"default")
-    assert bin_get(b"@@no_such_container")[0] != 0
-    status, body = bin_get(k.encode())
-    assert status != 0 and b"no such container 'no_such_container'" in body, (status, body)
-    assert bin_get(b"@@default") == (0, b"test/kv")
-    assert bin_get(k.encode()) == (0, b"default")
 
 
 @TS_ONLY
