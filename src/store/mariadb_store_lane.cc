@@ -184,13 +184,13 @@ bool Mariadb_store::lane_answer(const Lane_call &call, Store_status *st) {
   write_committed_ = st->ok();  // the job committed it (or, failing, rolled it back)
   st->message = lane_message_;
   lane_jobs_.erase(it);
-  row_waits_.erase(requester_);
+  end_row_wait();
   return true;
 }
 
 Store_status Mariadb_store::after_attempt(const Lane_call &call, Store_status st) {
   if (st.errc != Store_errc::row_locked) {
-    if (!row_waits_.empty() && requester_) row_waits_.erase(requester_);
+    end_row_wait();
     return st;
   }
   if (!requester_ || !cfg_.lock_queue_sessions) return st;

@@ -234,13 +234,14 @@ struct Kv_result {
   uint64_t cas = 0;     // the row's CAS after a change (the cas column, or the content hash)
 };
 
-/* Where rows go. The store calls begin(), then ncols values per row, then end(); or cancel() on
-   failure after begin(). would_overflow() is checked after each row. */
+/* A table's row count and data size, as its engine keeps them (Store::table_size()). */
 struct Table_size {
   uint64_t rows = 0;
   uint64_t bytes = 0;  // the data's size (InnoDB: its clustered index's pages)
 };
 
+/* Where rows go. The store calls begin(), then ncols values per row, then end(); or cancel() on
+   failure after begin(). would_overflow() is checked after each row. */
 class Row_sink {
  public:
   virtual ~Row_sink() = default;
