@@ -372,7 +372,9 @@ Mc_session::Exec Mc_session::bin_flush(const Bin_request &rq, Byte_buffer &out) 
 Mc_session::Exec Mc_session::bin_stat(const Bin_request &rq, Byte_buffer &out) {
   /* One response per figure (key = name, value = figure), then one with neither. */
   std::vector<Stat> stats;
-  switch (collect_stats(rq.key, &stats)) {
+  /* memcached's binary stats know neither of the text protocol's "conns" and "cachedump". */
+  const bool text_only = rq.key == "conns" || rq.key.substr(0, 9) == "cachedump";
+  switch (text_only ? Stats_kind::unknown : collect_stats(rq.key, &stats)) {
     case Stats_kind::listed:
       for (const Stat &s : stats) mc::encode_bin_response(out, rq, Bin_status::ok, 0, {}, s.name, s.value);
       /* memcached sends the (here empty) per-prefix dump as one figure holding the text form */

@@ -1222,7 +1222,11 @@ Mc_session::Stats_kind Mc_session::collect_stats(std::string_view arg, std::vect
   if (arg == "detail on" || arg == "detail off") return Stats_kind::done;
   if (arg == "detail dump") return Stats_kind::listed;
   /* Nothing to list: rows live in tables, not slabs ("cachedump" lists no keys, as an empty slab). */
-  if (arg == "items" || arg == "slabs" || arg == "sizes" || arg == "conns" || arg == "detail" || arg == "cachedump")
+  if (arg == "sizes") {  // memcached's answer while its size histogram is off (its default)
+    add("sizes_status", "disabled");
+    return Stats_kind::listed;
+  }
+  if (arg == "items" || arg == "slabs" || arg == "conns" || arg == "detail" || arg == "cachedump")
     return Stats_kind::listed;
   return Stats_kind::unknown;
 }

@@ -45,6 +45,19 @@ bool is_integer_literal(const Datum &v) {
   return true;
 }
 
+/* Every byte below 0x80. Eight bytes at a time: text values are mostly short ASCII. */
+bool is_ascii(const char *p, size_t n) {
+  uint64_t any = 0;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, p + i, 8);
+    any |= w;
+  }
+  for (; i < n; ++i) any |= uint8_t(p[i]);
+  return !(any & 0x8080808080808080ULL);
+}
+
 /* Splits a comma-separated list into names (an empty list gives no names; an empty name fails). */
 bool split_names(std::string_view s, std::vector<std::string> &out) {
   out.clear();
@@ -66,8 +79,8 @@ bool split_names(std::string_view s, std::vector<std::string> &out) {
 /* The worker's THDs live as long as the plugin, where an SQL session takes the server's settings
    when it connects: so each batch takes, at its start, those SET GLOBAL changes that decide what
    its writes store and log, as a new SQL session would: sql_mode, time_zone (TIMESTAMP values),
-   auto_increment_increment / _offset (multi-primary setups), server_id and gtid_domain_id (its
-   binary log events). (Word-sized reads, as SQL's own reads of them.) */
+   auto_increment_increment / _offset (multi-primary setups), server_id, gtid_domain_id and
+   binlog_row_image (its binary log events). (Word-sized reads, as SQL's own reads of them.) */
 static void take_global_settings(THD *thd) {
   const system_variables &g = global_system_variables;
   thd->variables.sql_mode = g.sql_mode;
@@ -76,6 +89,7 @@ static void take_global_settings(THD *thd) {
   thd->variables.auto_increment_offset = g.auto_increment_offset;
   thd->variables.server_id = g.server_id;
   thd->variables.gtid_domain_id = g.gtid_domain_id;
+  thd->variables.binlog_row_image = g.binlog_row_image;
 }
 
 THD *Mariadb_store::new_thd(const char *thread_name) {
@@ -135,6 +149,7 @@ bool Mariadb_store::attach(const char *thread_name, const char *charset) {
     sql_print_error("tablesocket: unknown character set '%s'", charset);
     return false;
   }
+  client_ascii_based_ = my_charset_is_ascii_based(client_cs_);
   if (commit_overlap_) {
     std::string error;
     committer_ = std::make_unique<Commit_thread>();
@@ -326,7 +341,8 @@ Store_status Mariadb_store::open_slot(Table_slot &s, bool write) {
   }
   t->reginfo.lock_type = lock_type;
   t->use_all_columns();
-  /* Row events carry full row images (as binlog_row_image=FULL): every column, before and after. */
+  /* A row event's after image has every column; its before image is what binlog_row_image asks
+     for (every column with FULL, the primary key with MINIMAL, no BLOBs with NOBLOB), as SQL's. */
   t->rpl_write_set = t->write_set;
   t->open_by_handler = 1;
   t->next = nullptr;
@@ -579,7 +595,7 @@ void reset_handler(TABLE *t) {
   /* What SQL does to every table at the end of a statement: among other things it re-arms
      handler::mark_trx_read_write(), without which a table written in an earlier transaction
      would not be marked read-write again, and commits would skip two-phase commit with the
-     binary log. Then our own column bitmaps (every column, full row images) are restored. */
+     binary log. Then our own column bitmaps (every column, full after images) are restored. */
   t->file->ha_index_or_rnd_end();
   t->file->ha_reset();
   t->use_all_columns();
@@ -1284,8 +1300,10 @@ void Mariadb_store::emit_row(TABLE *t, const Open_index &idx, Row_sink &sink) {
     }
     CHARSET_INFO *cs = s->charset();
     if (client_cs_ != &my_charset_bin && cs != &my_charset_bin && cs != client_cs_ &&
-        f->cmp_type() == STRING_RESULT && !my_charset_same(cs, client_cs_)) {
-      /* Text is returned in the client character set, as SQL returns it in character_set_results. */
+        f->cmp_type() == STRING_RESULT && !my_charset_same(cs, client_cs_) &&
+        !(client_ascii_based_ && my_charset_is_ascii_based(cs) && is_ascii(s->ptr(), s->length()))) {
+      /* Text is returned in the client character set, as SQL returns it in character_set_results
+         (7-bit text between two ASCII-based character sets is the same bytes in both). */
       uint errors;
       conv_buf_.copy(s->ptr(), s->length(), cs, client_cs_, &errors);
       s = &conv_buf_;

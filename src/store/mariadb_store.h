@@ -513,6 +513,7 @@ class Mariadb_store final : public Store {
   std::unique_ptr<Commit_thread> committer_;
   bool thread_inited_ = false;
   CHARSET_INFO *client_cs_ = &my_charset_bin;
+  bool client_ascii_based_ = false;  // client_cs_ reads 7-bit bytes as ASCII (my_charset_is_ascii_based)
 
   std::deque<Table_slot> slots_;  // deque: slots never move (MDL_request is not movable)
   std::vector<uint32_t> free_slots_;

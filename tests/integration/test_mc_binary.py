@@ -310,6 +310,12 @@ def test_version_noop_stat(bc):
         got[r.key] = r.value
     assert got[b"item_size_max"] == b"1048576"
     assert c.call(STAT, key=b"nonsense").shape() == err(STAT, ENOENT, b"Not found")
+    # The text protocol's own groups are unknown to binary stats (memjs reports "Key not found").
+    for key in (b"conns", b"cachedump 1 1"):
+        assert c.call(STAT, key=key).shape() == err(STAT, ENOENT, b"Not found"), key
+    c.send(request(STAT, key=b"sizes", opaque=8))
+    assert c.resp().shape() == ok(STAT, key=b"sizes_status", value=b"disabled", opaque=8)
+    assert c.resp().shape() == ok(STAT, opaque=8)
     for key in (b"detail on", b"detail off", b"reset"):  # memcached's t/binary.t: no figures, no error
         assert c.call(STAT, key=key, opaque=9).shape() == ok(STAT, opaque=9), key
     c.send(request(STAT, key=b"detail dump", opaque=9))  # the (empty) dump as one figure

@@ -1444,6 +1444,12 @@ def test_stats_detail_is_accepted_and_dumps_nothing(mc):
     c.request("stats detail off\r\n", b"OK\r\n")
 
 
+def test_stats_sizes_says_the_histogram_is_off(mc):
+    """memcached keeps no item size histogram unless started with it, and says so (tablesocket
+    listed nothing, which a client reading the figure finds missing)."""
+    mc().request("stats sizes\r\n", b"STAT sizes_status disabled\r\nEND\r\n")
+
+
 def test_stats_reset_zeroes_the_counters_clients_see(mc, key):
     """As memcached's t/issue_104.t: after `stats reset` the get/set counters count from zero
     (tablesocket's SHOW STATUS keeps its own totals); `uptime` is listed."""

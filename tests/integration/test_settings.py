@@ -14,8 +14,11 @@
 
 from __future__ import annotations
 
+import re
 import struct
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -250,10 +253,10 @@ def test_values_that_would_not_fit_a_reply_are_refused_alike(srv):
 
 def test_set_global_server_settings_reach_the_writes_of_running_workers(request):
     """The workers' sessions live as long as the plugin; SET GLOBAL of time_zone,
-    auto_increment_increment / _offset, server_id and gtid_domain_id reaches their next batch, as
-    it reaches a new SQL session (they kept the values the plugin started with: a TIMESTAMP written
-    in the old zone, ids off the new auto-increment pattern, binary log events under the old GTID
-    domain and server id)."""
+    auto_increment_increment / _offset, server_id, gtid_domain_id and binlog_row_image reaches their
+    next batch, as it reaches a new SQL session (they kept the values the plugin started with: a
+    TIMESTAMP written in the old zone, ids off the new auto-increment pattern, binary log events
+    under the old GTID domain and server id, before images of the old binlog_row_image)."""
     with h.private_server(request, "globals", ["--tablesocket-threads=1", "--log-bin=binlog", "--server-id=1"]) as s:
         s.exec_sql("CREATE TABLE tz (k int primary key, t timestamp NULL) ENGINE=InnoDB")
         s.exec_sql("CREATE TABLE ai (id int auto_increment primary key, v varchar(8)) ENGINE=InnoDB")
@@ -278,8 +281,24 @@ def test_set_global_server_settings_reach_the_writes_of_running_workers(request)
             assert "9-77-" in gtids, gtids
             last = [r for r in s.sql("SHOW BINLOG EVENTS IN 'binlog.000001'", db=None) if r[2] == "Gtid"]
             assert "GTID 9-77-" in last[-1][5], last[-1]
+            # binlog_row_image: an update's before image is the primary key alone with MINIMAL,
+            # every column again with FULL (the after image has every column either way).
+            u = h.hs_open(s.hs_port_wr, "ai", "id,v")
+            try:
+                s.exec_sql("SET GLOBAL binlog_row_image = MINIMAL")
+                assert u.request("1\t=\t1\t3\t1\t0\tU\t3\tmin\n") == b"0\t1\t1\n"
+                s.exec_sql("SET GLOBAL binlog_row_image = FULL")
+                assert u.request("1\t=\t1\t3\t1\t0\tU\t3\tfull\n") == b"0\t1\t1\n"
+            finally:
+                u.close()
+            out = subprocess.run([h.MARIADB_BINLOG, "--no-defaults", "--base64-output=decode-rows", "-v",
+                                  *sorted(str(p) for p in Path(s.datadir).glob("binlog.[0-9]*"))],
+                                 capture_output=True, text=True, errors="replace", timeout=60).stdout
+            images = re.findall(r"^### UPDATE `test`\.`ai`\n### WHERE\n((?:###   @\d+=.*\n)+)### SET\n"
+                                r"((?:###   @\d+=.*\n)+)", out, re.M)
+            assert [(w.count("@"), a.count("@")) for w, a in images] == [(1, 2), (2, 2)], images
         finally:
             s.exec_sql("SET GLOBAL time_zone = SYSTEM, auto_increment_increment = 1, auto_increment_offset = 1, "
-                       "gtid_domain_id = 0, server_id = 1")
+                       "gtid_domain_id = 0, server_id = 1, binlog_row_image = FULL")
             w.close()
             a.close()
