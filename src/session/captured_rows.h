@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/byte_buffer.h"
 #include "store/store.h"
 
 namespace tablesocket {
@@ -22,7 +23,7 @@ class Captured_rows final : public Row_sink {
   void begin(size_t ncols) override { ncols_ = ncols ? ncols : 1; }
   void value(const char *p, size_t n) override {
     cells_.push_back(Cell{bytes_.size(), n, false});
-    bytes_.append(p, n);
+    if (n) bytes_.append(p, n);
   }
   void null() override { cells_.push_back(Cell{bytes_.size(), 0, true}); }
   void end() override {}
@@ -37,7 +38,7 @@ class Captured_rows final : public Row_sink {
   /* Forgets the rows, and gives the memory back where a buffer holds more than keep bytes. */
   void trim(size_t keep) {
     clear();
-    if (bytes_.capacity() > keep) std::string().swap(bytes_);
+    bytes_.shrink_if_idle(keep);
     if (cells_.capacity() * sizeof(Cell) > keep) std::vector<Cell>().swap(cells_);
   }
   size_t size_bytes() const { return bytes_.size() + cells_.size() * sizeof(Cell); }
@@ -46,7 +47,10 @@ class Captured_rows final : public Row_sink {
   size_t nrows() const { return cells_.size() / ncols_; }
   size_t ncells() const { return cells_.size(); }
   /* Cell i in row-major order (ncols() per row); NULL reads as empty, with is_null() set. */
-  std::string_view cell(size_t i) const { return {bytes_.data() + cells_[i].offset, cells_[i].size}; }
+  std::string_view cell(size_t i) const {
+    const char *b = bytes_.data();  // null until a non-empty value was captured: "" then, never null
+    return {b ? b + cells_[i].offset : "", cells_[i].size};
+  }
   bool is_null(size_t i) const { return cells_[i].null; }
   std::string_view cell(size_t row, size_t col) const { return cell(row * ncols_ + col); }
   bool is_null(size_t row, size_t col) const { return is_null(row * ncols_ + col); }
@@ -57,7 +61,7 @@ class Captured_rows final : public Row_sink {
     bool null;
   };
   std::vector<Cell> cells_;
-  std::string bytes_;
+  Byte_buffer bytes_;  // appends without std::string's per-call overhead (most of a get's capture)
   size_t max_rows_;
   size_t ncols_ = 1;
 };

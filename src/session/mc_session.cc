@@ -380,9 +380,15 @@ size_t Mc_session::decode_items(const Kv_layout &l, const Captured_rows &rows, s
       it.value.swap(spare_values_.back());
       spare_values_.pop_back();
     }
+    /* The value columns joined by the separator, sized once and copied in. */
+    size_t size = l.nvalues > 1 ? (l.nvalues - 1) * l.separator.size() : 0;
+    for (uint32_t v = 1; v <= l.nvalues; ++v) size += rows.cell(r + v).size();
+    it.value.resize(size);
+    char *d = it.value.data();
     for (uint32_t v = 1; v <= l.nvalues; ++v) {
-      if (v > 1) it.value += l.separator;
-      it.value += rows.cell(r + v);
+      if (v > 1) d = std::copy(l.separator.begin(), l.separator.end(), d);
+      const std::string_view c = rows.cell(r + v);
+      d = std::copy(c.begin(), c.end(), d);
     }
     if (l.flags >= 0) it.flags = uint32_t(to_u64(rows.cell(r + size_t(l.flags))));
     /* 0: no cas column, or a row SQL wrote; cas_of() derives one from the content when asked. */
@@ -922,7 +928,8 @@ Mc_session::Exec Mc_session::exec_get_part(const Mc_request &rq, Byte_buffer &ou
       }
     } else {
       st = lookup(*oc, &row_key, 1, items_, !touch);
-      if (items_.size() > first) items_.back().reply_key.assign(key);  // memcached echoes the key as asked
+      /* memcached echoes the key as asked (a row's key may differ: another case, a container name) */
+      if (items_.size() > first && items_.back().key != key) items_.back().reply_key.assign(key);
     }
     if (!st.ok()) return server_error(st, out, false);
     size_t key_bytes = 0;

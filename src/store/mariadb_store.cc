@@ -1501,17 +1501,18 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
       int fr = req.nfilters ? check_filters(t, idx, req) : 0;
       if (fr < 0) break;
       if (fr > 0) continue;
+      if (skip) { --skip; continue; }
+      ++hits;
       if (deferred) {
         h->position(rec);
         /* Two IN values can find the same row (a repeated value; `<=` bounds landing on one row):
            it is changed once, as SQL's UPDATE ... WHERE c IN (...) changes it. Changed twice, the
            second change found the row gone (its key had moved: `1 1 120`) or changed it again.
            HandlerSocket, which looks each value up after the previous change, does not find it
-           again either. */
+           again either. Offset and limit count it each time, as the same request's read does, so
+           the request changes the rows its read returns. */
         if (req.has_in && !in_rows.emplace(reinterpret_cast<const char *>(h->ref), h->ref_length).second) continue;
       }
-      if (skip) { --skip; continue; }
-      ++hits;
       if (sink) {
         emit_row(t, idx, *sink);
         if (sink->would_overflow()) { overflow = true; break; }

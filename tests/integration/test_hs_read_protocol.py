@@ -849,14 +849,21 @@ class TestHSQuirks:
         assert kv.request(b"1\t=\t1\tnu\x01\n") == b"0\t2\tnu\tN\n"
         assert kv.request(b"1\t=\t1\tn\x01\x01\x41\n") == b"0\t2\tn\tn\n"
 
-    @pytest.mark.tablesocket_only("a bad escape is decoded (byte - 0x40, wrapping), nothing is cut")
-    def test_unescape_bad_escape_wraps_ts(self, kv):
-        # 0x01 0x30 -> 0x30 - 0x40 = 0xf0; the rest of the value is kept.
-        assert kv.request(b"1\t=\t1\tnu\x01\x30ll\n") == b"0\t2\tnu\xf0ll\tW\n"
-        # A trailing lone 0x01 is kept as it is (and escaped again in the reply).
-        assert kv.request(b"1\t=\t1\tnu\x01\n") == b"0\t2\tnu\x01A\tT\n"
-        # 0x01 0x01 -> 0xc1, then 'A' is an ordinary byte.
-        assert kv.request(b"1\t=\t1\tn\x01\x01\x41\n") == b"0\t2\tn\xc1A\tC\n"
+    @pytest.mark.tablesocket_only("a malformed escape fails the request (HandlerSocket cuts the value)")
+    def test_a_malformed_escape_is_refused(self, kv, hs, server):
+        # 0x01 before a byte < 0x40, or at the end of a value, is `2 1 escape`: neither the cut value
+        # (HandlerSocket's) nor a wrapped byte (tablesocket's before) is looked up or written.
+        for line in (b"1\t=\t1\tnu\x01\x30ll\n", b"1\t=\t1\tnu\x01\n", b"1\t=\t1\tn\x01\x01\x41\n",
+                     b"1\t=\t1\tnu\t1\t0\tF\t=\t1\tN\x01\n", b"1\t=\t1\tn\t1\t0\t@\t0\t2\tn\tnu\x01\n"):
+            assert kv.request(line) == b"2\t1\tescape\n", line
+        assert kv.request(b"1\t=\t1\tnu\n") == b"0\t2\tnu\tN\n"  # the connection goes on
+        w = hs(wr=True)
+        t = server.sql("SELECT table_name FROM information_schema.tables WHERE table_schema = 'test' "
+                       "AND table_name LIKE '%malformed_escape%'")[0][0]
+        assert w.request(f"P\t1\ttest\t{t}\tPRIMARY\tk,v\n") == b"0\t1\n"
+        assert w.request(b"1\t+\t2\tnew\tab\x01 c\n") == b"2\t1\tescape\n"
+        assert w.request(b"1\t=\t1\tnu\t1\t0\tU\tnu\tx\x01\n") == b"2\t1\tescape\n"
+        assert server.sql(f"SELECT k, v FROM test.{t} WHERE k IN ('new', 'nu')") == [("nu", "N")]
 
     @pytest.mark.handlersocket_only("tablesocket has no in-band control bytes")
     def test_slash_closes_the_connection(self, hs, main):

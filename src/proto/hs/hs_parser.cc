@@ -84,12 +84,18 @@ inline bool negative_number(const Value &t) {
 
 inline bool token_is(const Value &t, char c) { return t.len == 1 && t.ptr[0] == c; }
 
-/* NULL (a lone 0x00) or an unescaped string, in place. escapes: the line holds a 0x01 at all. */
-inline Value decode_value(const Value &t, bool escapes) {
+/* NULL (a lone 0x00) or an unescaped string, in place. escapes: the line holds a 0x01 at all;
+   *bad is set when a value's escape is malformed (the request then fails as a whole). */
+inline Value decode_value(const Value &t, bool escapes, bool *bad) {
   Value v;
   if (t.len == 1 && t.ptr[0] == '\0') return v;  // ptr == nullptr: NULL
   v.ptr = t.ptr;
-  v.len = escapes ? unescape_in_place(const_cast<char *>(t.ptr), t.len) : t.len;
+  v.len = t.len;
+  if (escapes) {
+    const size_t len = unescape_in_place(const_cast<char *>(t.ptr), t.len);
+    if (len == kBadEscape) *bad = true;
+    else v.len = len;
+  }
   return v;
 }
 
@@ -248,7 +254,9 @@ Parse_result parse_auth(Value *tok, size_t n, size_t consumed, bool esc, Request
   /* The type is passed as sent (possibly empty); the dispatcher answers "authtype" for a bad one. */
   if (n > 1) a.type = std::string_view(tok[1].ptr, tok[1].len);
   size_t w = 0;
-  for (size_t r = 2; r < n; ++r) tok[w++] = decode_value(tok[r], esc);
+  bool bad = false;
+  for (size_t r = 2; r < n; ++r) tok[w++] = decode_value(tok[r], esc, &bad);
+  if (bad) return make_error(consumed, "escape");
   a.args = tok;
   a.nargs = static_cast<uint32_t>(w);
   Parse_result r;
@@ -270,7 +278,8 @@ Parse_result parse_exec(Value *tok, size_t n, size_t consumed, bool esc, Parse_s
 
   size_t i = 3;
   size_t w = 0;  // next free slot for a decoded value; always < i
-  for (const size_t kend = i + vlen; i < kend; ++i) tok[w++] = decode_value(tok[i], esc);
+  bool bad = false;  // a malformed escape in some value
+  for (const size_t kend = i + vlen; i < kend; ++i) tok[w++] = decode_value(tok[i], esc, &bad);
   e.keys = tok;
   e.nkeys = vlen;
   /* Empty tokens that end the line where a limit, an offset, IN, a filter or a modify op could
@@ -318,7 +327,7 @@ Parse_result parse_exec(Value *tok, size_t n, size_t consumed, bool esc, Parse_s
       ++i;
       e.in_keys = tok + w;
       e.nin_keys = klen2;
-      for (const size_t iend = i + klen2; i < iend; ++i) tok[w++] = decode_value(tok[i], esc);
+      for (const size_t iend = i + klen2; i < iend; ++i) tok[w++] = decode_value(tok[i], esc, &bad);
       if (i >= n || !parse_u32(tok[i], &e.in_limit) || e.in_limit == 0) return make_error(consumed, "insource");
       ++i;
       e.has_in = true;
@@ -331,7 +340,7 @@ Parse_result parse_exec(Value *tok, size_t n, size_t consumed, bool esc, Parse_s
     e.has_in = true;
     e.in_values = tok + w;
     e.nin_values = ivlen;
-    for (const size_t iend = i + ivlen; i < iend; ++i) tok[w++] = decode_value(tok[i], esc);
+    for (const size_t iend = i + ivlen; i < iend; ++i) tok[w++] = decode_value(tok[i], esc, &bad);
     }
   }
 
@@ -351,7 +360,7 @@ Parse_result parse_exec(Value *tok, size_t n, size_t consumed, bool esc, Parse_s
     if (i + 1 >= n || !parse_compare_op(tok[i + 1], &f.op)) return make_error(consumed, "filterop");
     if (i + 2 >= n || !parse_u32(tok[i + 2], &f.column)) return make_error(consumed, "filterfld");
     if (i + 3 >= n) return make_error(consumed, "filterval");
-    f.value = decode_value(tok[i + 3], esc);
+    f.value = decode_value(tok[i + 3], esc, &bad);
     i += 4;
     ++nf;
   }
@@ -367,8 +376,11 @@ Parse_result parse_exec(Value *tok, size_t n, size_t consumed, bool esc, Parse_s
     ++i;
     e.mod_values = tok + w;
     e.nmod_values = static_cast<uint32_t>(n - i);
-    for (; i < n; ++i) tok[w++] = decode_value(tok[i], esc);
+    for (; i < n; ++i) tok[w++] = decode_value(tok[i], esc, &bad);
   }
+  /* 0x01 must be followed by a byte of 0x40 or more (HandlerSocket cut the value there, storing
+     what came before it): a malformed value fails the request rather than store other bytes. */
+  if (bad) return make_error(consumed, "escape");
 
   Parse_result r;
   r.status = Parse_status::complete;
@@ -386,7 +398,8 @@ size_t unescape_in_place(char *p, size_t n) {
   const char *r = q;
   const char *const end = p + n;
   while (r < end) {
-    if (*r == kEscapePrefix && r + 1 < end) {
+    if (*r == kEscapePrefix) {
+      if (r + 1 == end || static_cast<unsigned char>(r[1]) < kEscapeShift) return kBadEscape;
       *w++ = static_cast<char>(static_cast<unsigned char>(r[1]) - kEscapeShift);
       r += 2;
       /* Copy the run up to the next escape with one memmove. */
@@ -399,7 +412,7 @@ size_t unescape_in_place(char *p, size_t n) {
         r = stop;
       }
     } else {
-      *w++ = *r++;  // a trailing lone 0x01
+      *w++ = *r++;
     }
   }
   return static_cast<size_t>(w - p);

@@ -239,8 +239,6 @@ const std::vector<Valid_case> &valid_cases() {
        R"(exec id=1 op=eq keys=["\x10"])"},
       {"unescaped_low_bytes_are_kept", "1\t=\t1\ta\x02\x0b\x0c\n"s,
        R"(exec id=1 op=eq keys=["a\x02\x0b\x0c"])"},
-      {"trailing_lone_escape_byte_is_kept", "1\t=\t1\tab\x01\n"s,
-       R"(exec id=1 op=eq keys=["ab\x01"])"},
       {"two_nul_bytes_are_a_string_not_null", "1\t=\t1\t\0\0\n"s,
        R"(exec id=1 op=eq keys=["\x00\x00"])"},
       {"escaped_nul_is_a_string_not_null", "1\t=\t1\t\x01\x40\n"s,
@@ -422,6 +420,12 @@ const std::vector<Malformed_case> &malformed_cases() {
       {"lone_question_mark_mod_op", "1\t=\t1\tk\t1\t0\t?\n", kError, 2, "modop", kAll},
       {"empty_token_between_the_values_and_a_mod_op", "1\t=\t1\tk\t\tU\tv\n", kError, 2, "modop", kAll},
       {"empty_token_after_the_offset_then_more", "1\t=\t1\tk\t1\t0\t\tU\n", kError, 2, "modop", kAll},
+      {"key_ending_in_a_lone_escape_byte", "1\t=\t1\tk\x01\n", kError, 2, "escape", kAll},
+      {"escape_byte_before_a_byte_below_0x40", "1\t=\t1\tk\t1\t0\tU\tab\x01 cd\n", kError, 2, "escape", kAll},
+      {"malformed_escape_in_an_in_value", "1\t=\t1\tk\t1\t0\t@\t0\t2\tv\t\x01\x01\n", kError, 2, "escape",
+       kAll},
+      {"malformed_escape_in_a_filter_value", "1\t=\t1\tk\t1\t0\tF\t=\t0\t\x01\n", kError, 2, "escape", kAll},
+      {"malformed_escape_in_an_auth_secret", "A\t1\ts\x01\n", kError, 2, "escape", kAll},
       {"error_consumes_only_its_own_line", "1\t=\t0\n1\t=\t1\tk\n", kError, 2, "klen", 6},
       {"error_consumes_its_crlf", "X\r\n1\t=\t1\tk\n", kError, 2, "cmd", 3},
       {"error_line_before_an_incomplete_line", "1\tfoo\n1\t=", kError, 2, "op", 6},
@@ -691,17 +695,19 @@ TEST(HsEscape, UnescapeHandlesConsecutiveAndTrailingEscapes) {
       {"", ""},
       {"plain", "plain"},
       {"\x01\x40\x01\x41\x01\x4f"s, "\x00\x01\x0f"s},
-      {"a\x01"s, "a\x01"s},
-      {"\x01"s, "\x01"s},
-      {"\x01\x40\x01"s, "\x00\x01"s},
-      {"\x01\x01\x41"s, "\xc1\x41"s},  // 0x01 followed by 0x01: 0x01 - 0x40 wraps, like any c < 0x40
-      {"x\x01\x7ey"s, "x\x3ey"s},
+      {"x\x01\x7ey"s, "x\x3ey"s},  // any byte from 0x40 on, as HandlerSocket reads it
+      {"\x01\xff"s, "\xbf"s},
   };
   for (auto &c : cases) {
     SCOPED_TRACE(quote(c.in));
     std::string s = c.in;
     s.resize(unescape_in_place(s.data(), s.size()));
     EXPECT_EQ(s, c.out);
+  }
+  /* Malformed: a 0x01 at the end, or before a byte below 0x40. */
+  for (std::string bad : {"a\x01"s, "\x01"s, "\x01\x40\x01"s, "\x01\x01\x41"s, "ab\x01 cd"s, "\x01\x3f"s}) {
+    SCOPED_TRACE(quote(bad));
+    EXPECT_EQ(unescape_in_place(bad.data(), bad.size()), kBadEscape);
   }
 }
 

@@ -143,7 +143,9 @@ void cancel_rows(Byte_buffer &out, size_t mark); // truncates back to mark
 
 /* Escaping used on the wire: bytes 0x00-0x0f become 0x01, byte+0x40. */
 void escape_into(Byte_buffer &out, const char *p, size_t n);
-/* Unescapes in place; returns the new length. A trailing lone 0x01 is kept as-is. */
+/* Unescapes in place; returns the new length, or kBadEscape (the bytes then undefined) when a
+   0x01 ends the value or is followed by a byte below 0x40. */
+constexpr size_t kBadEscape = SIZE_MAX;
 size_t unescape_in_place(char *p, size_t n);
 
 }  // namespace hs
