@@ -45,6 +45,20 @@ bool is_integer_literal(const Datum &v) {
   return true;
 }
 
+/* Up to 18 decimal digits, nothing else (no sign: SQL's reading of those is left to the server):
+   their value, which no 64-bit integer overflows. */
+bool small_digits(const Datum &v, uint64_t *out) {
+  if (v.len == 0 || v.len > 18) return false;
+  uint64_t n = 0;
+  for (size_t i = 0; i < v.len; ++i) {
+    const unsigned d = unsigned(v.ptr[i]) - '0';
+    if (d > 9) return false;
+    n = n * 10 + d;
+  }
+  *out = n;
+  return true;
+}
+
 /* Every byte below 0x80. Eight bytes at a time: text values are mostly short ASCII. */
 bool is_ascii(const char *p, size_t n) {
   uint64_t any = 0;
@@ -1148,7 +1162,13 @@ void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_
       Datum sv = v;
       if (ignores_trailing_spaces(f) && client_cs_->mbminlen == 1)
         while (sv.len && sv.ptr[sv.len - 1] == ' ') --sv.len;
-      f->store(sv.ptr, sv.len, client_cs_);
+      /* An integer column given digits takes their value as a number: what the text conversion
+         stores (and warns about, out of the column's range), without parsing it again. */
+      uint64_t n;
+      if (rounds_silently(f) && small_digits(sv, &n))
+        f->store(longlong(n), true);
+      else
+        f->store(sv.ptr, sv.len, client_cs_);
       /* '' in an ENUM without that member is its empty error value (index 0), which SQL's
          `WHERE e = ''` matches: exact, though the store warns. */
       const bool enum_error_value = sv.len == 0 && f->real_type() == MYSQL_TYPE_ENUM;

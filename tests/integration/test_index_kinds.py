@@ -179,7 +179,8 @@ class TestKeysTheColumnCannotHold:
     @pytest.mark.parametrize("index,key,where", [
         ("ki", "1.5", "i = 1.5"), ("ki", "2.4", "i = 2.4"), ("kw", "abcdef", "w = 'abcdef'"),
         ("kd", "2024-01-01 10:00:00", "d = '2024-01-01 10:00:00'"), ("km", "1.499", "m = 1.499"),
-        ("ks", "32768", "s = 32768"),
+        ("ks", "32768", "s = 32768"), ("ks", "0032768", "s = 32768"),
+        ("ks", "99999999999999999999", "s = 99999999999999999999"),
     ])
     def test_a_write_by_a_key_the_column_would_cut_or_round_changes_nothing(self, server, hs, make_table,
                                                                               index, key, where):

@@ -505,7 +505,8 @@ class TestLimits:
         c.request("A\t2\n")
         assert c.request(f"A\t3\t{long_user}\t\n").startswith(b"3\t1\tAccess denied")
         assert c.request("A\t3\tx\t\n") == b"3\t1\tno challenge: request one with 'A 2' first\n"
-        assert c.request("A\t4\t\x01\x02\t\n").startswith(b"3\t1\t")
+        assert c.request("A\t4\t\x01\x02\t\n") == b"2\t1\tescape\n"  # 0x01 before 0x02: malformed
+        assert c.request("A\t4\t\x01\x42\t\n").startswith(b"3\t1\t")
         assert c.request("A\t3\tnul\x10user\t" + "ab" * 20 + "\n").startswith(b"3\t1\t")
         assert c.request("A\n") == b"3\t1\tauthtype\n"
         create_user(srv, "afterhostile")
