@@ -1,5 +1,7 @@
 #include "session/hs_session.h"
 
+#include <strings.h>
+
 #include <cstring>
 
 #include "common/account_record.h"
@@ -277,6 +279,14 @@ Hs_session::Exec Hs_session::exec_open(const hs::Open_index_request &r, Byte_buf
   if (!ist.ok()) return reply_error(ist, out);
   if (id == Auth_state::Identity::unauthenticated) {
     reply_client_error(out, 3, "unauth");
+    return Exec::done;
+  }
+  /* Without an account nothing is checked (HandlerSocket's way), but the server's own schema is
+     out of reach: its tables hold every account's password hash and privileges (an insert into
+     mysql.global_priv made an administrator at the next FLUSH PRIVILEGES). */
+  if (id == Auth_state::Identity::unrestricted && r.db.size() == 5 && strncasecmp(r.db.data(), "mysql", 5) == 0) {
+    counters_.add(counters_.access_denied);
+    reply_denied(out, "the mysql schema needs a login: log in with a MariaDB account (A 3 / A 4) that may use it");
     return Exec::done;
   }
   Open_index idx;

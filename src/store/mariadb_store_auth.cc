@@ -7,6 +7,9 @@
 #include <time.h>
 
 #include <cstring>
+#include <functional>
+#include <mutex>
+#include <unordered_map>
 
 #include "common/account_record.h"
 #include "common/clock.h"
@@ -73,6 +76,63 @@ bool native_credentials_match(const Account_record &rec, const Login_request &re
   }
   return ok;
 }
+
+/* The privilege tables' version (the server's grant_version: FLUSH PRIVILEGES, GRANT, REVOKE,
+   ... move it on), as GRANT_INFO::read() stamps it. */
+uint privilege_tables_version(Security_context *sctx) {
+  GRANT_INFO gi;
+  mysql_rwlock_rdlock(&LOCK_grant);
+  gi.read(sctx, "mysql", "global_priv");
+  mysql_rwlock_unlock(&LOCK_grant);
+  return gi.version;
+}
+
+/* max_password_errors for tablesocket's logins: wrong passwords in a row per account, across
+   workers (a login's path only, never a request's). The server keeps its own count for SQL
+   logins where a plugin cannot reach it, so the two are counted apart; like the server's, a
+   count is forgotten on a successful login, on FLUSH PRIVILEGES (any change of the privilege
+   tables) and when the account changes (ALTER USER). */
+class Password_errors {
+ public:
+  static Password_errors &instance() {
+    static Password_errors p;
+    return p;
+  }
+  /* Errors counted for the account (its record's hash: another record starts again at 0). */
+  uint32_t count(const std::string &account, size_t record, uint version) {
+    std::lock_guard<std::mutex> g(mu_);
+    forget_if_reloaded(version);
+    auto it = counts_.find(account);
+    return it == counts_.end() || it->second.record != record ? 0 : it->second.errors;
+  }
+  void failed(const std::string &account, size_t record, uint version) {
+    std::lock_guard<std::mutex> g(mu_);
+    forget_if_reloaded(version);
+    if (counts_.size() >= kMaxAccounts && !counts_.count(account)) return;  // bounded: accounts, not guesses
+    Entry &e = counts_[account];
+    if (e.record != record) e = Entry{record, 0};
+    if (e.errors < UINT32_MAX) ++e.errors;
+  }
+  void succeeded(const std::string &account) {
+    std::lock_guard<std::mutex> g(mu_);
+    counts_.erase(account);
+  }
+
+ private:
+  static constexpr size_t kMaxAccounts = 100000;
+  struct Entry {
+    size_t record = 0;
+    uint32_t errors = 0;
+  };
+  void forget_if_reloaded(uint version) {
+    if (version == version_) return;
+    version_ = version;
+    counts_.clear();
+  }
+  std::mutex mu_;
+  std::unordered_map<std::string, Entry> counts_;
+  uint version_ = 0;
+};
 
 std::string denied_message(std::string_view user, const char *host_or_ip, bool using_password) {
   std::string m = "Access denied for user '";
@@ -193,12 +253,29 @@ Store_status Mariadb_store::login(const Peer &peer, const Login_request &req, st
     return deny(denied);
   }
 
+  /* max_password_errors, checked before the credentials as the server checks it (a blocked
+     account is refused even the right password), except for the server's own exemption: an
+     account with CONNECTION ADMIN or SUPER on a local host. */
+  const std::string account = std::string(p->sctx.priv_user) + "'@'" + priv_host;
+  const size_t record_hash = std::hash<std::string>()(json);
+  const bool exempt = (p->sctx.master_access & PRIV_IGNORE_MAX_PASSWORD_ERRORS) &&
+                      (!strcasecmp(priv_host, "localhost") || !strcmp(priv_host, "127.0.0.1") ||
+                       !strcmp(priv_host, "::1"));
+  const uint version = privilege_tables_version(&p->sctx);
+  if (req.method != Login_method::mapped && !exempt &&
+      Password_errors::instance().count(account, record_hash, version) >= max_password_errors)
+    return deny("User is blocked because of too many credential errors; unblock with 'ALTER USER / FLUSH "
+                "PRIVILEGES'");
+
   /* Credentials. */
   switch (req.method) {
     case Login_method::native:
     case Login_method::cleartext: {
       bool native = false;
       if (!native_credentials_match(rec, req, &native)) {
+        /* A wrong password counts, as the server counts it (an empty one, or a plugin's secret
+           tablesocket cannot check, does not). */
+        if (native && using_password) Password_errors::instance().failed(account, record_hash, version);
         if (!native && !rec.methods.empty())
           return deny("Access denied for user '" + p->login_user + "': the account authenticates with '" +
                       rec.methods[0].plugin +
@@ -208,11 +285,20 @@ Store_status Mariadb_store::login(const Peer &peer, const Login_request &req, st
       }
       break;
     }
-    case Login_method::certificate:
+    case Login_method::certificate: {
       if (!peer.cert_verified || rec.ssl_type < 2)
         return deny("Access denied for user '" + p->login_user +
                     "': certificate logins need an account with REQUIRE X509, SUBJECT or ISSUER");
+      /* The certificate alone is what SQL accepts only for an account without a password; one
+         with a password (or another plugin's secret) wants both. */
+      bool no_secret = false;
+      for (const Auth_method &m : rec.methods)
+        no_secret |= m.plugin == "mysql_native_password" && m.auth_string.empty();
+      if (!no_secret)
+        return deny("Access denied for user '" + p->login_user +
+                    "': the account has a password: log in with it over this TLS connection (the certificate alone is not enough, as in SQL)");
       break;
+    }
     case Login_method::mapped:
       break;
   }
@@ -236,6 +322,7 @@ Store_status Mariadb_store::login(const Peer &peer, const Login_request &req, st
       return deny(denied + ": the client certificate or cipher does not match the account's REQUIRE");
   }
 
+  if (using_password) Password_errors::instance().succeeded(account);
   p->role = rec.default_role;
   apply_role(*p);
   p->set_account(p->sctx.priv_user, priv_host);

@@ -119,6 +119,35 @@ class TestLogin:
         assert login(c, "reader2", "pw") == b"0\t1\n"
         assert c.request("P\t1\ttest\tacct\tPRIMARY\tid\n") == b"0\t1\n"
 
+    def test_max_password_errors_blocks_the_account_as_sql_does(self, srv, conns):
+        # The server's max_password_errors: that many wrong passwords in a row block the account
+        # (even its right password) until FLUSH PRIVILEGES or ALTER USER; a success in between
+        # starts the count again. Guesses over tablesocket were not counted at all.
+        create_user(srv, "guessed")
+        srv.exec_sql("GRANT SELECT ON test.acct TO 'guessed'@'127.0.0.1'")
+        blocked = (b"3\t1\tUser is blocked because of too many credential errors; unblock with "
+                   b"'ALTER USER / FLUSH PRIVILEGES'\n")
+        srv.exec_sql("SET GLOBAL max_password_errors = 3")
+        try:
+            c = conns(srv)
+            for _ in range(2):
+                assert login(c, "guessed", "nope").startswith(b"3\t1\tAccess denied")
+            assert login(c, "guessed", "pw") == b"0\t1\n"  # clears the count
+            for _ in range(3):
+                assert login(c, "guessed", "nope").startswith(b"3\t1\tAccess denied")
+            assert login(c, "guessed", "pw") == blocked
+            assert login(conns(srv), "guessed", "pw") == blocked  # on every connection
+            assert c.request("A\t4\tguessed\tpw\n").startswith(b"3\t1\t")  # cleartext too (plain TCP: refused)
+            srv.exec_sql("FLUSH PRIVILEGES")
+            assert login(c, "guessed", "pw") == b"0\t1\n"
+            for _ in range(3):
+                assert login(c, "guessed", "nope").startswith(b"3\t1\tAccess denied")
+            assert login(c, "guessed", "pw") == blocked
+            srv.exec_sql("ALTER USER 'guessed'@'127.0.0.1' IDENTIFIED BY 'pw2'")
+            assert login(c, "guessed", "pw2") == b"0\t1\n"
+        finally:
+            srv.exec_sql("SET GLOBAL max_password_errors = DEFAULT")
+
     def test_unknown_user_looks_like_wrong_password(self, srv, conns):
         c = conns(srv)
         assert login(c, "nosuchuser", "pw") == \
@@ -563,6 +592,27 @@ class TestUnrestrictedByDefault:
             server.exec_sql("DROP TABLE IF EXISTS test.sec_default")
             server.exec_sql("DROP USER IF EXISTS 'defuser'@'127.0.0.1'")
 
+    def test_the_mysql_schema_needs_a_login(self, server):
+        # Without an account no privilege is checked, but mysql.* (password hashes; an insert into
+        # global_priv made an administrator at the next FLUSH PRIVILEGES) is refused; an account
+        # that may read it does.
+        want = (b"3\t1\tthe mysql schema needs a login: log in with a MariaDB account (A 3 / A 4) "
+                b"that may use it\n")
+        for port in (server.hs_port, server.hs_port_wr):
+            c = HSConn(port)
+            try:
+                for db in ("mysql", "MySQL"):
+                    assert c.request(f"P\t1\t{db}\tglobal_priv\tPRIMARY\tHost,User,Priv\n") == want, (port, db)
+                assert c.request("1\t>=\t1\t\t10\n") == b"2\t1\tstmtnum\n"
+                assert c.request("P\t2\tinnodb_memcache\tcontainers\tPRIMARY\tname\n") == b"0\t1\n"
+                create_user(server, "sysreader")
+                server.exec_sql("GRANT SELECT ON mysql.global_priv TO 'sysreader'@'127.0.0.1'")
+                assert login(c, "sysreader", "pw") == b"0\t1\n"
+                assert c.request("P\t1\tmysql\tglobal_priv\tPRIMARY\tUser\n") == b"0\t1\n"
+            finally:
+                c.close()
+                server.exec_sql("DROP USER IF EXISTS 'sysreader'@'127.0.0.1'")
+
 
 # ---- memcached ----------------------------------------------------------------------------------
 
@@ -701,20 +751,22 @@ class TestMemcachedAuth:
 # ---- accounts over TLS: REQUIRE SSL/X509/SUBJECT, cleartext over TLS, certificate logins ----------
 
 def make_certs(d) -> dict:
-    """A CA, a server certificate and client certificates (CN=certuser, CN=plainuser), by openssl."""
+    """A CA, a server certificate and client certificates (CN=certuser, CN=plainuser, CN=x509pw), by
+    openssl."""
     import subprocess
 
     def run(*args):
         subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
     run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=ts-test-ca",
         "-keyout", "ca.key", "-out", "ca.pem")
-    for name, cn in (("server", "localhost"), ("certuser", "certuser"), ("plainuser", "plainuser")):
+    for name, cn in (("server", "localhost"), ("certuser", "certuser"), ("plainuser", "plainuser"),
+                     ("x509pw", "x509pw")):
         run("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/O=tablesocket/CN={cn}",
             "-keyout", f"{name}.key", "-out", f"{name}.csr")
         run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
             "-days", "2", "-out", f"{name}.pem")
     return {n: str(d / n) for n in ("ca.pem", "server.pem", "server.key", "certuser.pem", "certuser.key",
-                                     "plainuser.pem", "plainuser.key")}
+                                     "plainuser.pem", "plainuser.key", "x509pw.pem", "x509pw.key")}
 
 
 class TLSConn(HSConn):
@@ -750,7 +802,8 @@ class TestTLSAccounts:
         s.exec_sql("CREATE USER 'certuser'@'127.0.0.1' REQUIRE X509")
         s.exec_sql("CREATE USER 'plainuser'@'127.0.0.1' IDENTIFIED BY 'pw'")
         s.exec_sql("CREATE USER 'subjuser'@'127.0.0.1' REQUIRE SUBJECT '/O=tablesocket/CN=someoneelse'")
-        for u in ("ssluser", "certuser", "plainuser", "subjuser"):
+        s.exec_sql("CREATE USER 'x509pw'@'127.0.0.1' IDENTIFIED BY 'pw' REQUIRE X509")
+        for u in ("ssluser", "certuser", "plainuser", "subjuser", "x509pw"):
             s.exec_sql(f"GRANT SELECT ON test.acct TO '{u}'@'127.0.0.1'")
         try:
             yield s
@@ -784,6 +837,22 @@ class TestTLSAccounts:
             # no A at all: the verified certificate's CN names a REQUIRE X509 account
             assert t.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"0\t1\n"
             assert t.request("1\t=\t1\t1\n") == b"0\t2\t1\talice\n"
+        finally:
+            t.close()
+
+    def test_an_x509_account_with_a_password_wants_both(self, tsrv):
+        # SQL refuses the certificate without the password: so does tablesocket (it let the
+        # certificate alone in); with the password over the same TLS connection it works.
+        t = TLSConn(tsrv.hs_port, tsrv.certs, client="x509pw")
+        try:
+            assert t.request("P\t1\ttest\tacct\tPRIMARY\tid\n") == b"3\t1\tunauth\n"
+            assert login(t, "x509pw", "pw") == b"0\t1\n"
+            assert t.request("P\t1\ttest\tacct\tPRIMARY\tid\n") == b"0\t1\n"
+        finally:
+            t.close()
+        t = TLSConn(tsrv.hs_port, tsrv.certs)  # the password without the certificate: refused
+        try:
+            assert login(t, "x509pw", "pw").startswith(b"3\t1\tAccess denied")
         finally:
             t.close()
 
