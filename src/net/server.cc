@@ -86,7 +86,17 @@ bool Server::add_unix_port(const std::string &name, Protocol protocol, const std
     return false;
   }
   struct stat st;
-  if (lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path.c_str());  // a stale socket
+  if (lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+    /* A socket file left by a process that is gone is replaced; one a live process listens on is
+       not taken over (as mariadbd refuses its own --socket then). */
+    Fd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (probe.valid() && (connect(probe.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0 ||
+                          errno == EAGAIN)) {  // EAGAIN: listening, its backlog full
+      *error = "another process is listening on unix socket " + path;
+      return false;
+    }
+    unlink(path.c_str());
+  }
   if (bind(fd.get(), reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 || listen(fd.get(), int(cfg_.backlog)) != 0) {
     *error = "cannot listen on unix socket " + path + ": " + strerror(errno);
     return false;

@@ -112,7 +112,7 @@ MYSQL_SYSVAR_UINT(hs_port_wr, sv_hs_port_wr, PLUGIN_VAR_READONLY,
                   "handlersocket_port_wr). 0 disables it.",
                   nullptr, nullptr, kDefaults.hs_port_wr, 0, 65535, 0);
 MYSQL_SYSVAR_UINT(mc_port, sv_mc_port, PLUGIN_VAR_READONLY,
-                  "TCP port of the memcached-protocol listener (text and meta commands), 11211 as MySQL's "
+                  "TCP port of the memcached-protocol listener (text, meta and binary commands), 11211 as MySQL's "
                   "InnoDB memcached plugin. 0 disables it.",
                   nullptr, nullptr, kDefaults.mc_port, 0, 65535, 0);
 MYSQL_SYSVAR_STR(mc_socket, sv_mc_socket, PLUGIN_VAR_READONLY | PLUGIN_VAR_MEMALLOC,
@@ -559,6 +559,26 @@ int tablesocket_init(void *) {
     auto server = std::make_unique<Server>(cfg);
     server->set_tick([f = Flush_ssl_follower{tablesocket::server_tls_generation()}](Server &s) mutable { f.tick(s); });
     std::string error;
+    /* What only the server can tell, checked before anything listens: a character set it does not
+       know left every worker unable to start while the ports took connections nobody answered; a
+       port (or socket) of the server's own SQL listener, taken first, made the server abort. */
+    if (!tablesocket::known_character_set(cfg.charset.c_str())) {
+      tablesocket::log_error("not started: unknown character set '%s' (tablesocket_character_set)", cfg.charset.c_str());
+      return 1;
+    }
+    if (const unsigned sql_port = tablesocket::server_sql_port()) {
+      for (const auto &[name, port] : {std::pair<const char *, unsigned>{"tablesocket_hs_port", cfg.hs_port},
+                                       {"tablesocket_hs_port_wr", cfg.hs_port_wr}, {"tablesocket_mc_port", cfg.mc_port}})
+        if (port == sql_port) {
+          tablesocket::log_error("not started: %s %u is the server's own SQL port (port)", name, port);
+          return 1;
+        }
+    }
+    if (!cfg.mc_socket.empty() && cfg.mc_socket == tablesocket::server_sql_socket()) {
+      tablesocket::log_error("not started: tablesocket_mc_socket '%s' is the server's own SQL socket (socket)",
+                             cfg.mc_socket.c_str());
+      return 1;
+    }
     if (!server->start(&error)) {
       tablesocket::log_error("not started: %s", error.c_str());
       return 1;

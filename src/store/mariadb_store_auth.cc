@@ -339,6 +339,7 @@ bool Mariadb_store::table_privilege(Mariadb_principal &p, const Table_slot &s, u
                                     bool report) {
   const privilege_t want(static_cast<privilege_t>(want_bits));
   Security_context *saved = thd_->security_ctx;
+  const char *saved_info = thd_->proc_info;  // check_table_access() says "checking permissions"
   thd_->security_ctx = &p.sctx;
   TABLE_LIST tl;
   LEX_CSTRING db{s.db.c_str(), s.db.size()}, name{s.name.c_str(), s.name.size()};
@@ -353,6 +354,7 @@ bool Mariadb_store::table_privilege(Mariadb_principal &p, const Table_slot &s, u
     }
   }
   thd_->security_ctx = saved;
+  thd_->proc_info = saved_info;  // SHOW PROCESSLIST: the worker's own state, not a check long over
   if (denied && report) {
     last_error_ = thd_->get_stmt_da()->is_error() ? thd_->get_stmt_da()->message() : "access denied";
   }

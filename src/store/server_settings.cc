@@ -33,4 +33,12 @@ uintptr_t server_tls_generation() {
   return g;
 }
 
+unsigned server_sql_port() { return opt_disable_networking ? 0 : mysqld_port; }
+
+std::string server_sql_socket() { return mysqld_unix_port ? mysqld_unix_port : ""; }
+
+bool known_character_set(const char *name) {
+  return name && get_charset_by_csname(name, MY_CS_PRIMARY, MYF(0)) != nullptr;
+}
+
 }  // namespace tablesocket

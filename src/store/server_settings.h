@@ -21,5 +21,13 @@ Server_tls_defaults server_tls_defaults();
 /* Changes whenever the server reloads its own TLS context (FLUSH SSL); 0 while it has none. */
 uintptr_t server_tls_generation();
 
+/* The server's own SQL TCP port (0 with skip-networking) and unix socket path, which tablesocket's
+   listeners must not take. */
+unsigned server_sql_port();
+std::string server_sql_socket();
+
+/* Whether the server knows a character set of this name (as tablesocket_character_set). */
+bool known_character_set(const char *name);
+
 }  // namespace tablesocket
 #endif

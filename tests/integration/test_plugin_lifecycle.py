@@ -62,6 +62,50 @@ def test_equal_listener_ports_are_refused_with_a_clear_message():
         srv.stop()
 
 
+def _refused_start(name: str, args: list[str], message: str, **kw) -> None:
+    """The plugin refuses to start with message in the log; mariadbd comes up and serves SQL."""
+    srv = ts_harness.make_server(name, args, start_timeout=10, **kw)
+    try:
+        with pytest.raises(ServerError) as e:
+            srv.start()
+        assert "sql=True" in str(e.value), "mariadbd itself must come up and answer SQL"
+        log = srv.log_path.read_text(errors="replace")
+        assert f"tablesocket: not started: {message}" in log, log[-2000:]
+        assert "tablesocket: listening on" not in log and "got signal" not in log
+    finally:
+        srv.stop()
+
+
+def test_an_unknown_character_set_is_refused_before_anything_listens():
+    # It left the plugin ACTIVE with its ports taking connections that no worker ever answered.
+    _refused_start("badcs", ["--tablesocket-character-set=klingon"],
+                   "unknown character set 'klingon' (tablesocket_character_set)")
+
+
+def test_the_servers_own_sql_port_is_refused():
+    # Bound by the plugin first, it made mariadbd abort ("Do you already have another server
+    # running on port ...?"), blaming the wrong process.
+    hs, hs_wr, sql = free_ports(3)
+    _refused_start("sqlport", [f"--tablesocket-mc-port={sql}"], f"tablesocket_mc_port {sql} is the server's own SQL port",
+                   hs_port=hs, hs_port_wr=hs_wr, sql_port=sql)
+
+
+def test_a_unix_socket_another_process_listens_on_is_not_taken_over(tmp_path):
+    import socket
+    path = str(tmp_path / "other.sock")
+    other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    other.bind(path)
+    other.listen(4)
+    try:
+        _refused_start("livesock", [f"--tablesocket-mc-socket={path}"],
+                       f"another process is listening on unix socket {path}")
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.connect(path)  # still the other process's
+        c.close()
+    finally:
+        other.close()
+
+
 def test_default_worker_count_is_one_per_cpu_of_the_server(server):
     # tablesocket_threads=0 (the default) becomes the number of CPUs in the server's affinity mask,
     # which it inherits from this test process; the variable shows the number chosen.
