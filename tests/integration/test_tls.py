@@ -785,7 +785,7 @@ def test_without_any_certificate_tls_is_not_offered_and_a_client_hello_is_closed
         c.send(client_hello())
         assert c.is_closed_by_peer(5)
     with HSConn(server.hs_port) as c:
-        assert c.request("P\t1\tmysql\tdb\tPRIMARY\tDb\n") in (b"0\t1\n", b"1\t1\topen_table\n")
+        assert c.request("P\t1\tinnodb_memcache\tcontainers\tPRIMARY\tname\n") in (b"0\t1\n", b"1\t1\topen_table\n")
     after = h.status(server)
     assert after["tablesocket_tls_handshake_failures"] == before["tablesocket_tls_handshake_failures"] + 1
     assert "TLS not offered: no certificate" in server.log_path.read_text(errors="replace")
