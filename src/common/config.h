@@ -21,6 +21,8 @@ struct Config {
   unsigned hs_port_wr = 9999;   // read/write HandlerSocket listener; 0 = disabled
   unsigned mc_port = 11211;     // memcached listener; 0 = disabled
   std::string mc_socket;        // memcached on a unix socket too ("" = no)
+  unsigned server_sql_port = 0;     // the server's own SQL listener (port, socket): never taken
+  std::string server_sql_socket;
   std::string mc_config_schema = "innodb_memcache";  // where the containers table lives
   Live<unsigned> mc_max_range_rows = 1000;  // rows one range get (get @>k) returns at most
   Live<size_t> mc_max_value_size = 1 << 20; // largest memcached item value

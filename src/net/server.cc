@@ -116,6 +116,17 @@ bool Server::start(std::string *error) {
     *error = "tablesocket_hs_port, tablesocket_hs_port_wr and tablesocket_mc_port must differ";
     return false;
   }
+  /* Taken first, the server's own SQL port made it abort, blaming another server. */
+  for (const auto &[name, port] : {std::pair<const char *, unsigned>{"tablesocket_hs_port", cfg_.hs_port},
+                                   {"tablesocket_hs_port_wr", cfg_.hs_port_wr}, {"tablesocket_mc_port", cfg_.mc_port}})
+    if (port && port == cfg_.server_sql_port) {
+      *error = std::string(name) + " " + std::to_string(port) + " is the server's own SQL port (port)";
+      return false;
+    }
+  if (!cfg_.mc_socket.empty() && cfg_.mc_socket == cfg_.server_sql_socket) {
+    *error = "tablesocket_mc_socket '" + cfg_.mc_socket + "' is the server's own SQL socket (socket)";
+    return false;
+  }
   if (!cfg_.ssl_cert.empty() || !cfg_.ssl_key.empty()) {
     if (!reload_tls(tls_settings(cfg_), error)) return false;
   } else if (cfg_.require_tls) {

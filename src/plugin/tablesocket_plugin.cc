@@ -429,6 +429,8 @@ Config config_from_sysvars() {
   c.hs_port_wr = sv_hs_port_wr;
   c.mc_port = sv_mc_port;
   c.mc_socket = sv_mc_socket ? sv_mc_socket : "";
+  c.server_sql_port = tablesocket::server_sql_port();
+  c.server_sql_socket = tablesocket::server_sql_socket();
   c.mc_config_schema = sv_mc_config_schema && *sv_mc_config_schema ? sv_mc_config_schema : "innodb_memcache";
   if (sv_threads == 0) sv_threads = tablesocket::default_worker_threads();
   c.threads = sv_threads;
@@ -559,24 +561,11 @@ int tablesocket_init(void *) {
     auto server = std::make_unique<Server>(cfg);
     server->set_tick([f = Flush_ssl_follower{tablesocket::server_tls_generation()}](Server &s) mutable { f.tick(s); });
     std::string error;
-    /* What only the server can tell, checked before anything listens: a character set it does not
-       know left every worker unable to start while the ports took connections nobody answered; a
-       port (or socket) of the server's own SQL listener, taken first, made the server abort. */
+    /* Checked before anything listens (the workers attach only once the server runs): a
+       character set the server does not know left every worker unable to start while the ports
+       took connections nobody answered. */
     if (!tablesocket::known_character_set(cfg.charset.c_str())) {
       tablesocket::log_error("not started: unknown character set '%s' (tablesocket_character_set)", cfg.charset.c_str());
-      return 1;
-    }
-    if (const unsigned sql_port = tablesocket::server_sql_port()) {
-      for (const auto &[name, port] : {std::pair<const char *, unsigned>{"tablesocket_hs_port", cfg.hs_port},
-                                       {"tablesocket_hs_port_wr", cfg.hs_port_wr}, {"tablesocket_mc_port", cfg.mc_port}})
-        if (port == sql_port) {
-          tablesocket::log_error("not started: %s %u is the server's own SQL port (port)", name, port);
-          return 1;
-        }
-    }
-    if (!cfg.mc_socket.empty() && cfg.mc_socket == tablesocket::server_sql_socket()) {
-      tablesocket::log_error("not started: tablesocket_mc_socket '%s' is the server's own SQL socket (socket)",
-                             cfg.mc_socket.c_str());
       return 1;
     }
     if (!server->start(&error)) {
