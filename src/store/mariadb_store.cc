@@ -59,7 +59,9 @@ bool small_digits(const Datum &v, uint64_t *out) {
   return true;
 }
 
-/* Every byte below 0x80. Eight bytes at a time: text values are mostly short ASCII. */
+/* Every byte below 0x80, eight bytes at a time: a get checks each text column it returns. (The
+   server's my_string_repertoire() answers the same a byte at a time, with a call and charset
+   checks: ~100 instructions per column here against ~20, counted with callgrind.) */
 bool is_ascii(const char *p, size_t n) {
   uint64_t any = 0;
   size_t i = 0;
