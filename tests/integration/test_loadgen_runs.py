@@ -48,28 +48,25 @@ class _FakeServer:
             c.close()
 
 
-def _loadgen(port: int, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(LOADGEN), "--proto", "mc-text", "--port", str(port), "--keys", "100", "-c", "2",
-                           "-d", "1", *args], capture_output=True, text=True, timeout=60)
+def _loadgen_against(mode: str, *args: str) -> subprocess.CompletedProcess:
+    """ts-loadgen (memcached text, 2 connections) against a fake server in `mode`."""
+    srv = _FakeServer(mode)
+    try:
+        return subprocess.run([str(LOADGEN), "--proto", "mc-text", "--port", str(srv.port), "--keys", "100",
+                               "-c", "2", "-d", "1", *args], capture_output=True, text=True, timeout=60)
+    finally:
+        srv.close()
 
 
 def test_a_run_in_which_nothing_was_answered_is_not_clean():
-    srv = _FakeServer("silent")
-    try:
-        r = _loadgen(srv.port, "--seconds", "1", "--warmup-seconds", "0", "--timeout", "30")
-    finally:
-        srv.close()
+    r = _loadgen_against("silent", "--seconds", "1", "--warmup-seconds", "0", "--timeout", "30")
     assert "ops=0 " in r.stdout, r.stdout
     assert "WARNING      no reply was counted in the measured window" in r.stdout, r.stdout
     assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
 
 
 def test_a_run_that_ends_during_its_warm_up_measured_zero_seconds():
-    srv = _FakeServer("close")
-    try:
-        r = _loadgen(srv.port, "--seconds", "1", "--warmup-seconds", "3", "--timeout", "5")
-    finally:
-        srv.close()
+    r = _loadgen_against("close", "--seconds", "1", "--warmup-seconds", "3", "--timeout", "5")
     m = re.search(r"RESULT .* seconds=([0-9.]+) ", r.stdout)
     assert m and float(m.group(1)) == 0.0, (r.returncode, r.stdout, r.stderr)
     assert r.returncode != 0
