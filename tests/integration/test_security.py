@@ -108,6 +108,18 @@ class TestLogin:
         assert c.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"0\t1\n"
         assert c.request("1\t=\t1\t1\n") == b"0\t2\t1\talice\n"
 
+    def test_a_privilege_check_does_not_stay_in_the_process_list(self, srv, conns):
+        # The worker's session showed "checking permissions" in SHOW PROCESSLIST, its time
+        # growing, long after the check was over.
+        create_user(srv, "pl_reader")
+        srv.exec_sql("GRANT SELECT ON test.acct TO 'pl_reader'@'127.0.0.1'")
+        c = conns(srv)
+        assert login(c, "pl_reader", "pw") == b"0\t1\n"
+        assert c.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"0\t1\n"
+        assert c.request("1\t=\t1\t1\n") == b"0\t2\t1\talice\n"
+        assert srv.sql("SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+                       "WHERE STATE = 'checking permissions' AND ID <> CONNECTION_ID()") == [("0",)]
+
     def test_wrong_password_fails_alone(self, srv, conns):
         create_user(srv, "reader2")
         srv.exec_sql("GRANT SELECT ON test.acct TO 'reader2'@'127.0.0.1'")
