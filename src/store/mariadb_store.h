@@ -30,6 +30,8 @@ namespace tablesocket {
 
 /* Ends the statement-level state of a table's handler, as SQL does after every statement. */
 void reset_handler(TABLE *t);
+/* Whether n bytes at p are all 7-bit (below 0x80). */
+bool is_ascii(const char *p, size_t n);
 
 /* Result codes of Mariadb_store::modify_row besides handler errors (> 0). */
 constexpr int kRowSkipped = -1;  // '-' would change the sign: the row is left as it is

@@ -326,7 +326,14 @@ Store_status Mariadb_store::store_value(Field *f, const Datum &v) {
       my_error(ER_BAD_NULL_ERROR, MYF(0), f->field_name.str);  // NOT NULL: AUTO_INCREMENT/TIMESTAMP rules or an error
   } else {
     f->set_notnull();
-    f->store(v.ptr, v.len, client_cs_);
+    /* 7-bit text into a text column of another ASCII-based character set is the same bytes in
+       both: stored as the column's own, which skips a conversion that checks and copies every
+       character (~90 instructions per value, callgrind; the read path does the same). */
+    CHARSET_INFO *cs = client_cs_;
+    if (client_ascii_based_ && f->cmp_type() == STRING_RESULT && f->charset() != client_cs_ &&
+        my_charset_is_ascii_based(f->charset()) && is_ascii(v.ptr, v.len))
+      cs = f->charset();
+    f->store(v.ptr, v.len, cs);
   }
   f->set_has_explicit_value();
   return take_stmt_error() ? bad_value_status() : Store_status{};

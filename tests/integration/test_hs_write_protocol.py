@@ -372,6 +372,30 @@ class TestCharset:
         assert r.request("1\t=\t1\t2\n") == \
             "0\t5\tabcdefgh\u00e9ij\tabcdefgh\u0436\tabcdefgh\u00e9\tab\tabcdefgh\u20ac\n".encode()
 
+    def test_written_text_of_every_character_set(self, server, hs, make_table):
+        # The write side of the pass-through above: 7-bit text is stored as the same bytes in
+        # ASCII-based columns (latin1, cp1251, ascii, binary), converted where the column's
+        # character set is not ASCII-based (ucs2, utf16) or the text is not 7-bit; lengths and
+        # strict mode are checked as before.
+        t = make_table("id int primary key, l varchar(3) charset latin1, c varchar(20) charset cp1251, "
+                       "a varchar(20) charset ascii, u varchar(20) charset ucs2, x varchar(20) charset utf16, "
+                       "b varbinary(20)")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,l,c,a,u,x,b")
+        assert w.request(b"1\t+\t7\t1\tabc\tabc\tabc\tabc\tabc\tabc\n") == b"0\t1\n"
+        assert server.sql_bytes(f"SELECT HEX(l), HEX(c), HEX(a), HEX(u), HEX(x), HEX(b) FROM {t} WHERE id = 1") == [
+            (b"616263", b"616263", b"616263", b"006100620063", b"006100620063", b"616263")]
+        assert w.request("1\t+\t7\t2\t\u00e9\t\u0436\t\u00e9\t\u0436\t\u20ac\t\u00e9\n".encode()) == \
+            b"1\t1\tIncorrect string value: '\\xC3\\xA9' for column `test`.`" + t.split(".")[-1].encode() + \
+            b"`.`a` at row 1\n"
+        assert w.request("1\t+\t6\t2\t\u00e9\t\u0436\t\t\u0436\t\u20ac\n".encode()) == b"0\t1\n"
+        assert server.sql_bytes(f"SELECT HEX(l), HEX(c), HEX(u), HEX(x) FROM {t} WHERE id = 2") == [
+            (b"E9", b"E6", b"0436", b"20AC")]
+        # Too long for varchar(3) in strict mode, 7-bit or not.
+        assert w.request(b"1\t+\t2\t3\tabcd\n").startswith(b"1\t1\tData too long for column 'l'")
+        assert w.request("1\t+\t2\t3\t\u00e9\u00e9\u00e9\u00e9\n".encode()).startswith(b"1\t1\tData too long for column 'l'")
+        assert server.sql_bytes(f"SELECT COUNT(*) FROM {t} WHERE id = 3") == [(b"0",)]
+
     def test_latin1_key_column(self, server, hs, make_table):
         t = make_table("l varchar(10) charset latin1 primary key, v int")
         w = hs(wr=True)
