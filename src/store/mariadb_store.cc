@@ -1294,7 +1294,12 @@ void Mariadb_store::note_written_row(TABLE *t) {
     return;
   }
   t->file->position(t->record[0]);
-  s->written_refs.emplace(reinterpret_cast<const char *>(t->file->ref), t->file->ref_length);
+  try {
+    s->written_refs.insert(t->file->ref, t->file->ref_length);
+  } catch (const std::bad_alloc &) {
+    s->written_blind = true;  // no memory to keep rows: every read of the table counts
+    s->written_refs.clear();
+  }
 }
 
 void Mariadb_store::emit_row(TABLE *t, const Open_index &idx, Row_sink &sink) {
@@ -1302,7 +1307,7 @@ void Mariadb_store::emit_row(TABLE *t, const Open_index &idx, Row_sink &sink) {
     const Table_slot &s = slots_[idx.slot_];
     if (s.written && !s.written_blind && !batch_blind_) {
       t->file->position(t->record[0]);
-      if (s.written_refs.count(std::string(reinterpret_cast<const char *>(t->file->ref), t->file->ref_length)))
+      if (s.written_refs.contains(t->file->ref, t->file->ref_length))
         ++reads_of_written_;
     }
   }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/fingerprint_set.h"
 #include "common/stats.h"
 #include "store/store.h"
 
@@ -60,8 +61,9 @@ struct Table_slot {
   bool written = false;      // written in the current batch
   /* Rows the current batch inserted or changed (their positions): a read returning one of them
      may have seen a write not committed yet. Blind: a delete or a changed key (a read could miss
-     a row) or too many rows to keep: every read of the table counts. */
-  std::unordered_set<std::string> written_refs;
+     a row) or too many rows to keep: every read of the table counts. Fingerprints: a read of
+     another row with the same one counts too, which only makes its reply wait for the commit. */
+  Fingerprint_set written_refs;
   bool written_blind = false;
   bool locked = false;       // locked in the current batch
   bool reading = false;      // a read statement is running on it (no write since start_stmt)
