@@ -429,6 +429,22 @@ Hs_session::Exec Hs_session::exec_write(Open_index &idx, const hs::Exec_request 
     reply_client_error(out, 2, "op");
     return Exec::done;
   }
+  if (r.in_from_index) {
+    /* The IN values come from another index's rows, as for a read (e.g. delete what every
+       followee posted): looked up first, in the same batch. */
+    bool answered = false;
+    Exec e = resolve_in_source(r, &fr, out, &answered);
+    if (e == Exec::park || answered) return e;
+    if (fr.nin_values == 0) {  // the source index found no groups: nothing to change
+      if (r.mod_returns_rows) {
+        hs::begin_rows(out, idx.ncolumns());
+        hs::end_rows(out);
+      } else {
+        hs::encode_number(out, 0, 0);
+      }
+      return Exec::done;
+    }
+  }
   Modify_request mr;
   mr.op = r.mod;
   mr.returns_rows = r.mod_returns_rows;

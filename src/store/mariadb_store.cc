@@ -1425,6 +1425,7 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
   KEY &k = t->key_info[idx.index_no_];
   if (req.nkeys > idx.key_parts_) return Store_status::of(Store_errc::too_many_key_parts);
   if (req.has_in && req.in_column >= req.nkeys) return Store_status::of(Store_errc::bad_in_column);
+  if (req.has_in && (!req.nin_values || !req.in_values)) return Store_status::of(Store_errc::bad_in_column);  // no IN values: callers answer that themselves
   /* What the index can do: a hash index (MEMORY's default) finds whole keys only, in no order. */
   const ulong caps = t->file->index_flags(idx.index_no_, 0, true);
   if (caps & HA_ONLY_WHOLE_INDEX) {

@@ -761,3 +761,49 @@ def test_a_group_its_column_cannot_hold_contributes_no_rows(hs, make_table):
     assert c.request(f"P\t1\ttest\t{t}\tby_g\tid,g,body\n") == b"0\t1\n"
     assert c.request(merge_line(1, "M-", ["\U0001F600", "a"], 10)) == b"0\t3\t2\ta\ta2\n"
     assert c.request(merge_line(1, "M-", ["?", "\U0001F600"], 10)) == b"0\t3\t3\t?\tq3\t1\t?\tq1\n"
+
+
+def test_writes_take_their_in_list_from_another_index(hs, make_table, server):
+    """`U`, `U?`, `D`, `D?` with `@ 0 ^ <idx2> ...`: the IN list is the first column of idx2's rows,
+    as for a read, and each value finds its first row, as an IN value on the wire does. A write with
+    `^` dereferenced an IN list that was never looked up (found by a helper running the plugin
+    under ASan/UBSan: a null Datum in build_key, a crash)."""
+    rows = [Msg(i, 1 + i % 10, f"m{i}") for i in range(1, 101)]
+    m = make_table(MSG_DDL, [(r.id, r.group, r.body) for r in rows])
+    f = make_table(FOLLOWER_DDL, [(v, 7) for v in (2, 4, 6)] + [(3, 8), (9, 9)])
+    c = hs(wr=True)
+    open_index(c, 1, m, "by_user")
+    open_index(c, 2, m, "by_user", "body")
+    open_index(c, 3, f, "PRIMARY", "user_id")
+
+    def src(idx, user, *tail):
+        return hs_line(idx, "=", 1, 0, 1000, 0, "@", 0, "^", 3, 1, user, 100, *tail)
+
+    def ids(sql):
+        return [int(r[0]) for r in server.sql_bytes(sql)]
+
+    # the read first: the rows the writes below change
+    assert c.request(src(1, 7)) == b"0\t3\t1\t2\tm1\t3\t4\tm3\t5\t6\tm5\n"
+    assert c.request(src(2, 7, "U", "new")) == b"0\t1\t3\n"
+    assert ids(f"SELECT id FROM {m} WHERE body = 'new' ORDER BY id") == [1, 3, 5]
+    assert c.request(src(2, 8, "U?", "three")) == b"0\t1\tm2\n"
+    assert ids(f"SELECT id FROM {m} WHERE body = 'three'") == [2]
+    assert c.request(src(1, 9, "D")) == b"0\t1\t1\n"
+    assert ids(f"SELECT id FROM {m} WHERE id = 8") == []
+    assert c.request(src(1, 7, "D?")) == b"0\t3\t1\t2\tnew\t3\t4\tnew\t5\t6\tnew\n"
+    assert ids(f"SELECT COUNT(*) FROM {m}") == [96]
+    # a source that finds nothing: nothing changed, answered as a write that found nothing
+    assert c.request(src(1, 12345, "D")) == b"0\t1\t0\n"
+    assert c.request(src(1, 12345, "D?")) == b"0\t3\n"
+    assert c.request(src(2, 12345, "U", "x")) == b"0\t1\t0\n"
+    # an unknown source, as for a read; an insert takes no IN list
+    assert c.request(hs_line(1, "=", 1, 0, 10, 0, "@", 0, "^", 9, 1, 7, 10, "D")) == b"2\t1\tinsource\n"
+    assert c.request(hs_line(1, "+", 3, 500, 1, "x", "@", 0, "^", 3, 1, 7, 10)).startswith(b"2\t1\t")
+    assert ids(f"SELECT COUNT(*) FROM {m}") == [96]
+    # the read port refuses the write
+    r = hs()
+    open_index(r, 1, m, "by_user")
+    open_index(r, 3, f, "PRIMARY", "user_id")
+    assert r.request(src(1, 4, "D")) == b"2\t1\treadonly\n"  # user 4 follows nobody: refused anyway
+    assert r.request(src(1, 8, "D")) == b"2\t1\treadonly\n"
+    assert ids(f"SELECT COUNT(*) FROM {m}") == [96]
