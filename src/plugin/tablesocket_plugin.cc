@@ -581,6 +581,9 @@ int tablesocket_init(void *) {
                           "port %u%s%s, %u workers",
                           cfg.address.c_str(), cfg.hs_port, cfg.hs_port_wr, cfg.mc_port,
                           cfg.mc_socket.empty() ? "" : " and ", cfg.mc_socket.c_str(), cfg.threads);
+    if (!cfg.hs_port && !cfg.hs_port_wr && !cfg.mc_port && cfg.mc_socket.empty())
+      tablesocket::log_warning("every listener is off (tablesocket_hs_port, _hs_port_wr and _mc_port 0, no "
+                               "tablesocket_mc_socket): the plugin is active but no client can reach it");
     if (std::shared_ptr<const tablesocket::Tls_context> tls = g_server->tls_context()) {
       std::string what = std::string(cfg.require_tls ? "required" : "offered") + " on the TCP ports: certificate '" +
                          (cfg.ssl_cert.empty() ? cfg.ssl_key : cfg.ssl_cert) + "' (from " + cert_origin + ")";

@@ -106,6 +106,22 @@ def test_a_unix_socket_another_process_listens_on_is_not_taken_over(tmp_path):
         other.close()
 
 
+def test_every_listener_off_is_warned_about():
+    # A plugin shown ACTIVE that no client can reach said nothing about it in the log.
+    srv = ts_harness.make_server("noports", ["--tablesocket-hs-port=0", "--tablesocket-hs-port-wr=0",
+                                             "--tablesocket-mc-port=0"], start_timeout=4)
+    try:
+        with pytest.raises(ServerError) as e:
+            srv.start()  # never "ready": no HandlerSocket port to accept
+        assert "sql=True" in str(e.value)
+        log = srv.log_path.read_text(errors="replace")
+        assert "[Warning] tablesocket: every listener is off (tablesocket_hs_port, _hs_port_wr and _mc_port 0, " \
+               "no tablesocket_mc_socket): the plugin is active but no client can reach it" in log, log[-2000:]
+        assert "tablesocket: not started" not in log and "got signal" not in log
+    finally:
+        srv.stop()
+
+
 def test_default_worker_count_is_one_per_cpu_of_the_server(server):
     # tablesocket_threads=0 (the default) becomes the number of CPUs in the server's affinity mask,
     # which it inherits from this test process; the variable shows the number chosen.
