@@ -191,10 +191,14 @@ Store_status Mariadb_store::merge(Open_index &idx, const Find_request &req, Row_
   int err = 0;
   for (uint32_t g = 0; g < groups.size() && !err; ++g) {
     int r;
+    /* Never HA_READ_KEY_EXACT: on a unique key it gives it whole, InnoDB keeps no place to walk
+       on from (a unique search), and the next ha_index_next() failed its assertion (old_rec) and
+       stopped the server. KEY_OR_NEXT lands on the group's first row too; settle() checks that
+       the row is the group's. */
     if (bounded)
       r = h->ha_index_read_map(rec, groups[g].data(), bound_kpm, desc ? HA_READ_BEFORE_KEY : HA_READ_AFTER_KEY);
     else
-      r = h->ha_index_read_map(rec, groups[g].data(), 1, desc ? HA_READ_PREFIX_LAST : HA_READ_KEY_EXACT);
+      r = h->ha_index_read_map(rec, groups[g].data(), 1, desc ? HA_READ_PREFIX_LAST : HA_READ_KEY_OR_NEXT);
     err = settle(g, r);
   }
   const uint64_t limit = req.limit ? req.limit : 1;
@@ -226,8 +230,10 @@ Store_status Mariadb_store::merge(Open_index &idx, const Find_request &req, Row_
       r = h->ha_index_read_map(rec, c->key.data(), full_kpm, desc ? HA_READ_BEFORE_KEY : HA_READ_AFTER_KEY);
     } else {
       /* Back onto the start of the run of rows with the last emitted key (in walking order: engines
-         disagree on where KEY_OR_PREV lands among duplicates), then past the ones already emitted. */
-      r = h->ha_index_read_map(rec, c->key.data(), full_kpm, desc ? HA_READ_PREFIX_LAST : HA_READ_KEY_EXACT);
+         disagree on where KEY_OR_PREV lands among duplicates), then past the ones already emitted.
+         Ascending, KEY_OR_NEXT rather than KEY_EXACT (see above: a unique key with a nullable part
+         gets here); where that key's rows are gone it lands past them, as the fallback does. */
+      r = h->ha_index_read_map(rec, c->key.data(), full_kpm, desc ? HA_READ_PREFIX_LAST : HA_READ_KEY_OR_NEXT);
       if (r == HA_ERR_KEY_NOT_FOUND || r == HA_ERR_END_OF_FILE)  // that row is gone: continue past its key
         r = h->ha_index_read_map(rec, c->key.data(), full_kpm, desc ? HA_READ_BEFORE_KEY : HA_READ_AFTER_KEY);
       while (r == 0 && already_emitted(*c)) r = desc ? h->ha_index_prev(rec) : h->ha_index_next(rec);
