@@ -173,7 +173,9 @@ MYSQL_SYSVAR_UINT(max_tokens, sv_max_tokens, PLUGIN_VAR_RQCMDARG,
                   "line; bounds the per-request value arrays. Over it: error reply, then close.",
                   nullptr, update_live_uint, kDefaults.max_tokens, 8, 10000000, 0);
 MYSQL_SYSVAR_UINT(max_open_indexes, sv_max_open_indexes, PLUGIN_VAR_RQCMDARG,
-                  "Maximum number of index ids one connection may have open at once (P requests).",
+                  "Maximum number of index ids one connection may have open at once (P requests); a "
+                  "memcached connection that has used more containers than this gives them up between "
+                  "requests and reopens them on use.",
                   nullptr, update_live_uint, kDefaults.max_open_indexes, 1, 1000000, 0);
 MYSQL_SYSVAR_UINT(max_output_buffer, sv_max_output_buffer, PLUGIN_VAR_RQCMDARG,
                   "Maximum bytes of replies held for one connection. A single reply larger than this "

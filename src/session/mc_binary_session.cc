@@ -417,6 +417,7 @@ Mc_session::Exec Mc_session::bin_sasl_auth(const Bin_request &rq, Byte_buffer &o
     return Exec::done;
   }
   open_.clear();
+  container_bytes_ = 0;
   default_oc_ = nullptr;
   auth_.forget_previous_account();
   mc::encode_bin_response(out, rq, Bin_status::ok, 0, {}, {}, "Authenticated");

@@ -279,8 +279,26 @@ Mc_session::Open_container *Mc_session::open_container(const Mc_container &c, St
   *st = store_.open_index(spec, oc.idx);
   if (!st->ok()) return nullptr;
   auto &slot = open_[c.name];
+  if (slot.idx.valid()) container_bytes_ -= std::min(container_bytes_, slot.idx.memory_bytes());  // replaced
   slot = std::move(oc);
+  container_bytes_ += slot.idx.memory_bytes();
   return &slot;
+}
+
+void Mc_session::prune_containers() {
+  const bool over = open_.size() > cfg_.max_open_indexes;
+  if (!over && pruned_gen_ == containers_.generation()) return;
+  pruned_gen_ = containers_.generation();
+  for (auto it = open_.begin(); it != open_.end();) {
+    const Mc_container *c = over ? nullptr : containers_.find(it->first);
+    if (c && it->second.def.same_mapping(*c)) {
+      ++it;
+      continue;
+    }
+    if (default_oc_ == &it->second) default_oc_ = nullptr;
+    container_bytes_ -= std::min(container_bytes_, it->second.idx.memory_bytes());
+    it = open_.erase(it);
+  }
 }
 
 std::string Mc_session::use_container(std::string_view key, const Open_container &oc) {
@@ -687,6 +705,7 @@ Session_outcome Mc_session::run(Byte_buffer &in, Byte_buffer &out, unsigned max_
      capture buffer gives back what one large value made it take, so an idle connection holds
      kilobytes, not the megabyte of the largest value it ever read. */
   clear_items();
+  if (!parked_ && !get_resume_ && !dumping_ && !swallow_) prune_containers();  // no request holds one
   capture_.trim(64 << 10);
   if (items_.capacity() > 1024) {  // a get of thousands of keys
     std::vector<Item>().swap(items_);
@@ -787,6 +806,7 @@ Mc_session::Exec Mc_session::exec_ascii_auth(const Mc_request &rq, Byte_buffer &
     return Exec::done;
   }
   open_.clear();
+  container_bytes_ = 0;
   default_oc_ = nullptr;
   auth_.forget_previous_account();
   if (!rq.noreply) mc::encode_reply(out, Mc_reply::stored);

@@ -34,6 +34,7 @@ class Mc_session final : public Session {
   Session_outcome run(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) override;
   bool parked() const override { return parked_; }
   bool awaiting_login() const override { return !auth_.has_account() && login_required(cfg_); }
+  size_t retained_bytes() const override { return container_bytes_; }
   bool mid_request() const override { return swallow_ != 0; }
   void account(std::string *user, std::string *host) const override { auth_.account(user, host); }
   /* With require_auth, memcached clients log in as memcached's -Y mode has them; the anonymous
@@ -112,6 +113,9 @@ class Mc_session final : public Session {
      Returns the open container (nullptr with *st set when none) and the row key in *row_key. */
   Open_container *resolve(std::string_view key, std::string_view *row_key, Store_status *st);
   Open_container *open_container(const Mc_container &c, Store_status *st);
+  /* Between requests: gives up the containers that left the configuration (or map another table
+     now), and all of them past tablesocket_max_open_indexes; each holds its table open. */
+  void prune_containers();
   /* "@@name" alone as a get's key: oc (resolved from it) becomes the connection's container; the
      reply's value is what this returns, its table ("db/table"). */
   static bool selects_container(std::string_view key) {
@@ -230,6 +234,8 @@ class Mc_session final : public Session {
   Principal *principal_ = nullptr;  // the account requests run as (null: no privilege checks)
   Mc_containers containers_;
   std::unordered_map<std::string, Open_container> open_;
+  size_t container_bytes_ = 0;  // memory_bytes() of open_'s indexes together
+  uint64_t pruned_gen_ = 0;     // the containers' generation open_ was last checked against
   std::string current_;  // the connection's container ("" = default)
   Open_container *default_oc_ = nullptr;  // current_'s open container, while the list is unchanged
   uint64_t default_gen_ = 0;

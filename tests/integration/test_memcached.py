@@ -2640,3 +2640,69 @@ def test_noreply_writes_sent_before_a_reset_are_all_stored(ts, key):
             break
         time.sleep(0.05)
     assert int(n) == 500, f"{n} of 500 sets sent before the reset were stored"
+
+
+@TS_ONLY
+def test_a_long_lived_connection_gives_up_the_tables_of_containers_that_left_the_configuration(
+        ts, tsmc, make_table, containers):
+    """A connection kept every container it had used open (a table handle, a table-cache entry
+    and a metadata lock each) until it closed, even once the container's row was deleted: pooled
+    connections with rotating containers held every table they ever touched (found by a
+    resource-leak helper: +1 open table per container, without end). Now they go at the first
+    request after the configuration changes; the ones still configured stay open."""
+    import ts_harness
+
+    def open_tables() -> int:
+        return ts_harness.status(ts)["tablesocket_open_tables"]
+
+    tables = [make_table("k VARCHAR(32) PRIMARY KEY, v TEXT") for _ in range(12)]
+    run = uuid.uuid4().hex[:6]
+    names = [containers(f"rot_{run}_{i}", t, "k", "v") for i, t in enumerate(tables)]
+    c = tsmc()
+    wait_for_container(c, names[-1])
+    before = open_tables()
+    for n in names:
+        c.request(f"set @@{n}.k 0 0 1\r\nx\r\n", b"STORED\r\n")
+    assert open_tables() >= before + 11
+    with_all = open_tables()
+    for n in names[2:]:
+        ts.exec_sql("DELETE FROM innodb_memcache.containers WHERE name = %s", (n,), db=None)
+    time.sleep(1.2)  # the configuration is reread once a second
+    c.request(f"get @@{names[0]}.k\r\n", value_reply(f"@@{names[0]}.k", b"x") + b"END\r\n")
+    deadline = time.monotonic() + 5
+    while open_tables() > with_all - 10 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert open_tables() <= with_all - 10, (before, with_all, open_tables())
+    # the two still configured keep working, and a removed one is an error, as on a new connection
+    c.request(f"get @@{names[1]}.k\r\n", value_reply(f"@@{names[1]}.k", b"x") + b"END\r\n")
+    c.send(f"get @@{names[5]}.k\r\n")
+    assert c.recv_line().startswith(b"SERVER_ERROR ")
+
+
+@TS_ONLY
+def test_a_connection_holds_at_most_max_open_indexes_containers(ts, tsmc, make_table, containers):
+    """tablesocket_max_open_indexes bounds what one connection keeps open, memcached containers
+    as HandlerSocket indexes: past it, they are given up between requests and reopened on use."""
+    import ts_harness
+
+    tables = [make_table("k VARCHAR(32) PRIMARY KEY, v TEXT") for _ in range(6)]
+    run = uuid.uuid4().hex[:6]
+    names = [containers(f"cap_{run}_{i}", t, "k", "v") for i, t in enumerate(tables)]
+    c = tsmc()
+    wait_for_container(c, names[-1])
+    before = ts_harness.status(ts)["tablesocket_open_tables"]
+    old = ts_harness.variable(ts, "tablesocket_max_open_indexes")
+    ts.exec_sql("SET GLOBAL tablesocket_max_open_indexes = 4", db=None)
+    try:
+        for n in names:
+            c.request(f"set @@{n}.k 0 0 1\r\ny\r\n", b"STORED\r\n")
+        # the fifth set's run found five open, over four: all given up; the sixth is open. (A table
+        # no one refers to any more is closed a second later: reconnecting clients reuse it.)
+        deadline = time.monotonic() + 5
+        while ts_harness.status(ts)["tablesocket_open_tables"] > before + 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ts_harness.status(ts)["tablesocket_open_tables"] <= before + 1
+        for n in names:
+            c.request(f"get @@{n}.k\r\n", value_reply(f"@@{n}.k", b"y") + b"END\r\n")
+    finally:
+        ts.exec_sql(f"SET GLOBAL tablesocket_max_open_indexes = {old}", db=None)
