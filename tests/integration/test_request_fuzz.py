@@ -10,11 +10,13 @@ index (`^`), filters, every modify op with and without `?`, inserts and upserts 
 values drawn from numbers, text, NULL, empty and out-of-range values, over tables with one- and
 two-column primary keys, unique keys with and without nullable parts, prefix keys, BLOBs, MEMORY
 (hash), MyISAM, partitioning and system versioning. After each seed the tables must pass CHECK
-TABLE and the error log must hold no crash or assertion.
+TABLE and the error log must hold no crash or assertion. TS_REQUEST_FUZZ_SEEDS=N runs seeds 1..N
+(default 3; CI) for a longer search.
 """
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
@@ -69,8 +71,6 @@ def _reset(srv, rng: random.Random) -> None:
         srv.exec_sql("INSERT INTO fz_pk2 VALUES (%s, %s, %s, %s)", (i % 5, i, f"a{i}", b"y"))
         srv.exec_sql("INSERT INTO fz_uniq VALUES (%s, %s, %s, %s)", (i, rng.choice([None, i * 10]), f"a{i % 4}", "t"))
         srv.exec_sql("INSERT INTO fz_str VALUES (%s, %s, %s)", (f"k{i}", f"a{i}", rng.choice([None, i, -i])))
-        for t in ("fz_mem", "fz_myi" if False else "fz_mem"):
-            pass
         srv.exec_sql("INSERT INTO fz_mem VALUES (%s, %s, %s)", (i, f"a{i}", i % 6))
         srv.exec_sql("INSERT INTO fz_myi VALUES (%s, %s, %s, %s)", (i, f"a{i}", i % 6, b"z"))
         srv.exec_sql("INSERT INTO fz_part VALUES (%s, %s, %s)", (i, f"a{i}", i % 6))
@@ -130,7 +130,7 @@ def _well_formed(reply: bytes) -> bool:
     return fields[0] == b"0" or len(fields) <= 3  # an error is "<code> 1 [message]"
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", range(1, 1 + int(os.environ.get("TS_REQUEST_FUZZ_SEEDS", "3"))))
 def test_random_requests_are_answered_and_the_server_survives(srv, seed):
     rng = random.Random(seed)
     _reset(srv, rng)
@@ -167,6 +167,6 @@ def test_random_requests_are_answered_and_the_server_survives(srv, seed):
             c.close()
     for name in TABLES:
         rows = srv.sql(f"CHECK TABLE {name}")
-        assert rows[-1][-1] in ("OK", b"OK"), (name, rows)
+        assert rows[-1][-1] in ("OK", b"OK") or TABLES[name][1] == "MEMORY", (name, rows)  # MEMORY has no CHECK
     log = srv.log_path.read_bytes()[log_start:].decode(errors="replace")
     assert "got signal" not in log and "Assertion" not in log and "assertion" not in log, log[-3000:]
