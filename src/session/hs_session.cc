@@ -330,13 +330,8 @@ Hs_session::Exec Hs_session::exec_on_index(const hs::Exec_request &r, Byte_buffe
   }
   if (r.in_from_index) {
     bool answered = false;
-    Exec e = resolve_in_source(r, &fr, out, &answered);
+    Exec e = resolve_in_source(r, idx, &fr, out, &answered);
     if (e == Exec::park || answered) return e;
-    if (fr.nin_values == 0) {  // the source index found no groups: an empty result
-      hs::begin_rows(out, idx.ncolumns());
-      hs::end_rows(out);
-      return Exec::done;
-    }
   }
   Hs_row_sink sink(out, cfg_.max_output_buffer);
   Store_status st = store_.find(idx, fr, sink);
@@ -344,8 +339,8 @@ Hs_session::Exec Hs_session::exec_on_index(const hs::Exec_request &r, Byte_buffe
   return Exec::done;
 }
 
-Hs_session::Exec Hs_session::resolve_in_source(const hs::Exec_request &r, Find_request *fr, Byte_buffer &out,
-                                               bool *answered) {
+Hs_session::Exec Hs_session::resolve_in_source(const hs::Exec_request &r, const Open_index &idx, Find_request *fr,
+                                               Byte_buffer &out, bool *answered) {
   *answered = true;
   auto src = indexes_.find(r.in_index_id);
   if (src == indexes_.end() || src->second.ncolumns() == 0) {
@@ -380,6 +375,16 @@ Hs_session::Exec Hs_session::resolve_in_source(const hs::Exec_request &r, Find_r
   }
   fr->in_values = in_values_.data();
   fr->nin_values = uint32_t(in_values_.size());
+  if (fr->nin_values == 0) {
+    /* The source found no groups: no rows (a read, or a modify's `?`), or nothing changed. */
+    *answered = true;
+    if (r.mod != Modify_op::none && !r.mod_returns_rows) {
+      hs::encode_number(out, 0, 0);
+    } else {
+      hs::begin_rows(out, idx.ncolumns());
+      hs::end_rows(out);
+    }
+  }
   return Exec::done;
 }
 
@@ -433,17 +438,8 @@ Hs_session::Exec Hs_session::exec_write(Open_index &idx, const hs::Exec_request 
     /* The IN values come from another index's rows, as for a read (e.g. delete what every
        followee posted): looked up first, in the same batch. */
     bool answered = false;
-    Exec e = resolve_in_source(r, &fr, out, &answered);
+    Exec e = resolve_in_source(r, idx, &fr, out, &answered);
     if (e == Exec::park || answered) return e;
-    if (fr.nin_values == 0) {  // the source index found no groups: nothing to change
-      if (r.mod_returns_rows) {
-        hs::begin_rows(out, idx.ncolumns());
-        hs::end_rows(out);
-      } else {
-        hs::encode_number(out, 0, 0);
-      }
-      return Exec::done;
-    }
   }
   Modify_request mr;
   mr.op = r.mod;

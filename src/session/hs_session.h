@@ -58,8 +58,10 @@ class Hs_session final : public Session {
   Exec exec_write(Open_index &idx, const hs::Exec_request &r, Byte_buffer &out);
   static bool to_find_request(const hs::Exec_request &r, Find_request *fr);
   /* For `@ <icol> ^ <id2> ...`: runs index id2's lookup and points fr's IN list at the first
-     column of its rows (kept in in_values_). */
-  Exec resolve_in_source(const hs::Exec_request &r, Find_request *fr, Byte_buffer &out, bool *answered);
+     column of its rows (kept in in_values_). Sets *answered when it answered the request itself:
+     an error, or no groups found (no rows on idx, or a modify's count 0). */
+  Exec resolve_in_source(const hs::Exec_request &r, const Open_index &idx, Find_request *fr, Byte_buffer &out,
+                         bool *answered);
   void reply_client_error(Byte_buffer &out, uint32_t code, const char *msg);
   void lock_wait_ended() override { store_.end_row_wait(); }
 

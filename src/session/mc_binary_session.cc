@@ -416,9 +416,7 @@ Mc_session::Exec Mc_session::bin_sasl_auth(const Bin_request &rq, Byte_buffer &o
     mc::encode_bin_error(out, rq, Bin_status::auth_error);
     return Exec::done;
   }
-  open_.clear();
-  container_bytes_ = 0;
-  default_oc_ = nullptr;
+  forget_containers();
   auth_.forget_previous_account();
   mc::encode_bin_response(out, rq, Bin_status::ok, 0, {}, {}, "Authenticated");
   return Exec::done;

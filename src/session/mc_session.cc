@@ -285,6 +285,12 @@ Mc_session::Open_container *Mc_session::open_container(const Mc_container &c, St
   return &slot;
 }
 
+void Mc_session::forget_containers() {
+  open_.clear();
+  container_bytes_ = 0;
+  default_oc_ = nullptr;
+}
+
 void Mc_session::prune_containers() {
   const bool over = open_.size() > cfg_.max_open_indexes;
   if (!over && pruned_gen_ == containers_.generation()) return;
@@ -805,9 +811,7 @@ Mc_session::Exec Mc_session::exec_ascii_auth(const Mc_request &rq, Byte_buffer &
     if (!rq.noreply) mc::encode_client_error(out, "authentication failure");
     return Exec::done;
   }
-  open_.clear();
-  container_bytes_ = 0;
-  default_oc_ = nullptr;
+  forget_containers();
   auth_.forget_previous_account();
   if (!rq.noreply) mc::encode_reply(out, Mc_reply::stored);
   return Exec::done;

@@ -116,6 +116,8 @@ class Mc_session final : public Session {
   /* Between requests: gives up the containers that left the configuration (or map another table
      now), and all of them past tablesocket_max_open_indexes; each holds its table open. */
   void prune_containers();
+  /* After a login: the containers opened for the previous account are given up. */
+  void forget_containers();
   /* "@@name" alone as a get's key: oc (resolved from it) becomes the connection's container; the
      reply's value is what this returns, its table ("db/table"). */
   static bool selects_container(std::string_view key) {

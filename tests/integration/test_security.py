@@ -100,23 +100,23 @@ class TestLogin:
         assert c.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"3\t1\tunauth\n"
         assert c.request("1\t=\t1\t1\n") == b"2\t1\tstmtnum\n"
 
-    def test_native_login_then_read(self, srv, conns):
-        create_user(srv, "reader")
-        srv.exec_sql("GRANT SELECT ON test.acct TO 'reader'@'127.0.0.1'")
+    @staticmethod
+    def _login_and_read(srv, conns, user):
+        """A new account with SELECT on test.acct logs in, opens it and reads row 1."""
+        create_user(srv, user)
+        srv.exec_sql(f"GRANT SELECT ON test.acct TO '{user}'@'127.0.0.1'")
         c = conns(srv)
-        assert login(c, "reader", "pw") == b"0\t1\n"
+        assert login(c, user, "pw") == b"0\t1\n"
         assert c.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"0\t1\n"
         assert c.request("1\t=\t1\t1\n") == b"0\t2\t1\talice\n"
+
+    def test_native_login_then_read(self, srv, conns):
+        self._login_and_read(srv, conns, "reader")
 
     def test_a_privilege_check_does_not_stay_in_the_process_list(self, srv, conns):
         # The worker's session showed "checking permissions" in SHOW PROCESSLIST, its time
         # growing, long after the check was over.
-        create_user(srv, "pl_reader")
-        srv.exec_sql("GRANT SELECT ON test.acct TO 'pl_reader'@'127.0.0.1'")
-        c = conns(srv)
-        assert login(c, "pl_reader", "pw") == b"0\t1\n"
-        assert c.request("P\t1\ttest\tacct\tPRIMARY\tid,name\n") == b"0\t1\n"
-        assert c.request("1\t=\t1\t1\n") == b"0\t2\t1\talice\n"
+        self._login_and_read(srv, conns, "pl_reader")
         assert srv.sql("SELECT COUNT(*) FROM information_schema.PROCESSLIST "
                        "WHERE STATE = 'checking permissions' AND ID <> CONNECTION_ID()") == [("0",)]
 
