@@ -576,8 +576,13 @@ Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
 }
 
 Store_status Mariadb_store::prepare_request(Open_index &idx, enum_sql_command command, uint8_t privileges,
-                                            TABLE **table) {
+                                            TABLE **table, Stmt_share share) {
+  continues_shared_ = false;
+  request_share_ = Shared_write{};
   if (!idx.valid()) return Store_status::of(Store_errc::index_not_found);
+  if (shared_write_.slot >= 0 && (share == Stmt_share::none || shared_write_.slot != int64_t(idx.slot_) ||
+                                  shared_write_.index != idx.index_no_ || shared_write_.kind != share))
+    end_shared_write();
   Table_slot &s = slots_[idx.slot_];
   thd_->lex->sql_command = command;
   Store_status st = ensure_open(s, command != SQLCOM_SELECT);
@@ -598,7 +603,13 @@ Store_status Mariadb_store::prepare_request(Open_index &idx, enum_sql_command co
      (as the ranges of one SELECT do), which keeps InnoDB's row template and open index. */
   const bool read = command == SQLCOM_SELECT;
   if (read && (batch_blind_ || (s.written && s.written_blind))) ++reads_of_written_;
-  if (!(read && s.reading)) {
+  if (share != Stmt_share::none) {
+    request_share_ = Shared_write{int64_t(idx.slot_), idx.index_no_, share};
+    rows_changed_before_ = t->file->rows_changed;
+  }
+  if (shared_write_.slot >= 0) {
+    continues_shared_ = true;  // the same slot, index and kind (else ended above)
+  } else if (!(read && s.reading)) {
     if (int e = t->file->start_stmt(thd_, read ? TL_READ : TL_WRITE))
       return Store_status::of(Store_errc::handler_error, e);
   }
@@ -670,7 +681,26 @@ bool Mariadb_store::can_hand_off() const {
   return true;
 }
 
+void Mariadb_store::end_shared_write() {
+  if (shared_write_.slot < 0) return;
+  Table_slot &s = slots_[size_t(shared_write_.slot)];
+  shared_write_ = Shared_write{};
+  /* The statement's rows are InnoDB's only (statement_sharable): its end commits nothing that can
+     fail. Should it fail all the same, the batch's answered writes are not to be trusted. */
+  if (trans_commit_stmt(thd_)) {
+    sql_print_warning("tablesocket: ending a write statement failed: %s",
+                      thd_->get_stmt_da()->is_error() ? thd_->get_stmt_da()->message() : "unknown error");
+    trans_rollback(thd_);
+    batch_lost_writes_ = true;
+    thd_->variables.option_bits |= OPTION_BEGIN;
+    thd_->server_status |= SERVER_STATUS_IN_TRANS;
+    clear_diagnostics();
+  }
+  reset_handler(s.table);
+}
+
 void Mariadb_store::unlock_batch_tables() {
+  shared_write_ = Shared_write{};  // its statement ends with the others' below
   trans_commit_stmt(thd_);
   for (uint32_t n : locked_slots_) {
     Table_slot &s = slots_[n];
@@ -1471,7 +1501,9 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
     }
   };
   handler *h = t->file;
-  if (mod || h->inited != handler::INDEX || h->active_index != idx.index_no_) {
+  /* A write statement walks from a fresh index start, except when it continues a shared one (its
+     index is still open, positioned by a request just like this one). */
+  if ((mod && !continues_shared_) || h->inited != handler::INDEX || h->active_index != idx.index_no_) {
     h->ha_index_or_rnd_end();
     if (int e = h->ha_index_init(idx.index_no_, true)) return Store_status::of(Store_errc::handler_error, e);
   }
@@ -1564,7 +1596,9 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
     if (req.has_in && (r == HA_ERR_KEY_NOT_FOUND || r == HA_ERR_END_OF_FILE)) continue;
     if (r != HA_ERR_RECORD_DELETED) break;
   }
-  if (mod) h->ha_index_or_rnd_end();  // a read leaves the index open for the next read of the batch
+  /* A read leaves the index open for the next read of the batch, a one-row write for the next
+     one-row write of its statement (end_write() closes it when the statement ends). */
+  if (mod && (deferred || request_share_.kind == Stmt_share::none)) h->ha_index_or_rnd_end();
   if (!mr && !overflow && deferred && !refs_.empty() &&
       (r == 0 || r == HA_ERR_KEY_NOT_FOUND || r == HA_ERR_END_OF_FILE || r == HA_ERR_RECORD_DELETED)) {
     r = 0;

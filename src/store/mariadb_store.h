@@ -267,9 +267,15 @@ class Mariadb_store final : public Store {
   Store_status ensure_locked(uint32_t slot_no);
   Store_status resolve(Table_slot &s, Open_index &idx);
   void close_slot(Table_slot &s);
+  /* A write request that changes one row at most (an insert, or a modify with limit 1 and no IN
+     list), and of which kind: such requests may share one statement (see Shared_write). */
+  enum class Stmt_share : uint8_t { none, insert, modify };
   /* Opens, resolves and locks idx's table for one request and starts its statement, after checking
-     that idx's principal (if any) holds the privileges (kPriv* bits) the request needs. */
-  Store_status prepare_request(Open_index &idx, enum_sql_command command, uint8_t privileges, TABLE **table);
+     that idx's principal (if any) holds the privileges (kPriv* bits) the request needs. A request
+     of the shared write statement's slot, index and kind continues that statement; any other
+     request ends it first. */
+  Store_status prepare_request(Open_index &idx, enum_sql_command command, uint8_t privileges, TABLE **table,
+                               Stmt_share share = Stmt_share::none);
   /* ---- accounts and privileges (mariadb_store_auth.cc) ---- */
   Store_status deny(std::string message);
   Store_status denied_by_last_error();  // access_denied with last_error_ as its message
@@ -414,8 +420,29 @@ class Mariadb_store final : public Store {
 
   /* ---- writes (mariadb_store_write.cc) ---- */
   Store_status begin_write(Table_slot &s, const Open_index &idx);
-  /* Ends a write statement: keeps (ok) or rolls back its changes. False if keeping failed. */
+  /* Ends a write request: keeps (ok) or undoes its changes. False if keeping failed. A one-row
+     request (share) on a table where that is safe leaves its statement open for the next one. */
   bool end_write(Table_slot &s, bool ok);
+  /* Consecutive one-row writes of one kind through one index of one InnoDB table, in one batch,
+     share a statement, as the rows of a multi-row INSERT or UPDATE do: the statement start and end
+     (InnoDB's table lock check, row template, the server's statement commit and handler reset)
+     are paid once, not per request. Each request still fails alone: InnoDB undoes a failed row
+     operation itself (to its own savepoint, or the whole transaction for a deadlock, which the
+     batch already handles), so a failed request leaves the statement's earlier rows in place. Not
+     where a statement commit does more (binary log row events and caches, Galera's write set, a
+     second handler for long UNIQUEs, system versioning, FULLTEXT, partitions, other engines, the
+     session-dependent DEFAULTs that need the table's database current): see statement_sharable(). */
+  struct Shared_write {
+    int64_t slot = -1;  // none open
+    uint32_t index = 0;
+    Stmt_share kind = Stmt_share::none;
+  };
+  Shared_write shared_write_;
+  Shared_write request_share_;     // the current request's slot, index and kind (prepare_request)
+  bool continues_shared_ = false;  // the current request runs in shared_write_'s statement
+  uint64_t rows_changed_before_ = 0;  // the table handler's rows_changed as the request started
+  bool statement_sharable(TABLE *t) const;
+  void end_shared_write();  // commits the open shared statement's rows (their requests answered)
   Store_status store_value(Field *f, const Datum &v);
   Store_status failed_write(Table_slot &s, int handler_error);
   Store_status commit_failed();

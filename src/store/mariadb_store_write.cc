@@ -270,17 +270,48 @@ bool Mariadb_store::binlog_cache_error() const {
          mysql_bin_log.is_open();
 }
 
+bool Mariadb_store::statement_sharable(TABLE *t) const {
+  const TABLE_SHARE *ts = t->s;
+  if (!ts->db_type() || ts->db_type()->db_type != DB_TYPE_INNODB || t->part_info || t->versioned() ||
+      ts->long_unique_table || ts->period.unique_keys || !t->vcol_refix_list.is_empty())
+    return false;
+  for (uint i = 0; i < ts->keys; ++i)
+    if (t->key_info[i].flags & HA_FULLTEXT) return false;  // InnoDB counts FTS doc ids per statement
+  if (mysql_bin_log.is_open() && (thd_->variables.option_bits & OPTION_BIN_LOG)) return false;
+  return !galera_replicating(thd_);
+}
+
 bool Mariadb_store::end_write(Table_slot &s, bool ok) {
   retry_next_batch_ = false;
-  if (ok && (thd_->binlog_flush_pending_rows_event(true) || trans_commit_stmt(thd_))) {
+  handler *h = s.table->file;
+  const bool continued = continues_shared_;
+  continues_shared_ = false;
+  /* Keep the statement open for the next one-row request: after this one if it was the first, and
+     after a failed one that changed no row (InnoDB undid its row operation). A request that failed
+     after changing a row (which one-row requests never do) cannot be undone alone: the statement
+     is rolled back, with the batch's earlier rows in it, whose writers the worker then closes. */
+  bool keep = false;
+  if (continued) {
+    keep = ok || h->rows_changed == rows_changed_before_;
+    if (!keep) batch_lost_writes_ = batch_lost_writes_ || batch_wrote_;
+  } else if (ok && request_share_.kind != Stmt_share::none && statement_sharable(s.table)) {
+    keep = true;
+    shared_write_ = request_share_;
+  }
+  if (!keep && ok && (thd_->binlog_flush_pending_rows_event(true) || trans_commit_stmt(thd_))) {
     last_error_ = thd_->get_stmt_da()->is_error() ? thd_->get_stmt_da()->message() : "statement failed";
     retry_next_batch_ = binlog_cache_full();
     ok = false;
   }
-  if (!ok) trans_rollback_stmt(thd_);
-  handler *h = s.table->file;
+  if (!keep && !ok) trans_rollback_stmt(thd_);
   h->row_logging = h->row_logging_init = 0;
-  reset_handler(s.table);  // the next write statement marks the engine read-write again
+  if (keep) {
+    s.table->use_all_columns();  // as reset_handler() leaves them for the next request
+    s.table->rpl_write_set = s.table->write_set;
+  } else {
+    shared_write_ = Shared_write{};
+    reset_handler(s.table);  // the next write statement marks the engine read-write again
+  }
   if (statement_db_set_) {
     static const LEX_CSTRING no_db = {nullptr, 0};
     thd_->reset_db(&no_db);
@@ -295,6 +326,10 @@ bool Mariadb_store::end_write(Table_slot &s, bool ok) {
        wsrep_max_ws_rows): every write this batch already answered is gone. Start over in a fresh
        transaction; the worker closes the connections whose answers would now be false. */
     trans_rollback(thd_);
+    if (keep) {  // the shared statement went with the transaction
+      shared_write_ = Shared_write{};
+      reset_handler(s.table);
+    }
     galera_end_command(thd_);  // a Galera transaction aborted for a conflict ends here too
     thd_->transaction_rollback_request = false;
     batch_lost_writes_ = batch_lost_writes_ || batch_wrote_;
@@ -373,7 +408,8 @@ Store_status Mariadb_store::failed_write(Table_slot &s, int handler_error) {
 Store_status Mariadb_store::insert_here(Open_index &idx, const Datum *values, uint32_t n, bool upsert,
                                         Insert_result *result) {
   TABLE *t;
-  Store_status st = prepare_request(idx, SQLCOM_INSERT, privileges_for(SQLCOM_INSERT, nullptr, nullptr, upsert), &t);
+  Store_status st = prepare_request(idx, SQLCOM_INSERT, privileges_for(SQLCOM_INSERT, nullptr, nullptr, upsert), &t,
+                                    upsert ? Stmt_share::none : Stmt_share::insert);
   if (!st.ok()) return st;
   if (n > idx.columns_.size()) return Store_status::of(Store_errc::too_many_values);
   Table_slot &s = slots_[idx.slot_];
@@ -641,7 +677,11 @@ Store_status Mariadb_store::modify_here(Open_index &idx, const Find_request &req
   if (req.op == Find_op::merge_desc || req.op == Find_op::merge_asc) return Store_status::of(Store_errc::bad_merge);
   TABLE *t;
   const enum_sql_command cmd = mod.op == Modify_op::remove ? SQLCOM_DELETE : SQLCOM_UPDATE;
-  Store_status st = prepare_request(idx, cmd, privileges_for(cmd, &mod, nullptr, false), &t);
+  /* One row at most: limit 1 (0 means 1) and no IN list; and none returned (a row too large for
+     the reply fails the request after its change). */
+  const Stmt_share share =
+      req.limit <= 1 && !req.has_in && !mod.returns_rows ? Stmt_share::modify : Stmt_share::none;
+  Store_status st = prepare_request(idx, cmd, privileges_for(cmd, &mod, nullptr, false), &t, share);
   if (!st.ok()) return st;
   if (mod.op != Modify_op::remove && mod.nvalues > idx.columns_.size())
     return Store_status::of(Store_errc::too_many_values);

@@ -834,6 +834,88 @@ class TestBatch:
         assert dump(server, t) == [(str(k), str(k)) for k in range(150)]
 
 
+    @pytest.mark.tablesocket_only("HS stores a bad value as whatever non-strict conversion makes of it")
+    def test_failures_between_one_row_writes_leave_the_others(self, server, hs, make_table):
+        """Consecutive one-row writes to one table share a statement (as the rows of one multi-row
+        INSERT or UPDATE do): each one that fails (duplicate on a secondary UNIQUE, a bad value, a
+        foreign key, a row referenced) must leave the rows written before and after it, in the
+        same batch, and change nothing itself."""
+        p = make_table("id int primary key", engine="InnoDB")
+        server.exec_sql(f"INSERT INTO {p} VALUES (1), (2), (3)")
+        c = make_table(f"id int primary key, pid int, u int unique, v int, "
+                       f"foreign key (pid) references {p} (id)", engine="InnoDB")
+        server.exec_sql(f"INSERT INTO {c} VALUES (1, 1, 1, 0), (2, 1, 2, 0), (3, 1, 3, 0)")
+        w = hs(wr=True)
+        open_index(w, 1, c, "PRIMARY", "id,pid,u,v")
+        open_index(w, 2, p, "PRIMARY", "id")
+        reqs = [
+            (b"1\t=\t1\t1\t1\t0\tU\t1\t1\t1\t10\n", b"0\t1\t1\n"),
+            (b"1\t=\t1\t2\t1\t0\tU\t2\t1\t1\t20\n", b"1\t1\t121\n"),       # u duplicate
+            (b"1\t=\t1\t2\t1\t0\tU\t2\t1\t2\tx\n", None),                    # bad value
+            (b"1\t=\t1\t2\t1\t0\tU\t2\t9\t2\t20\n", None),                   # no parent 9
+            (b"1\t=\t1\t2\t1\t0\tU\t2\t2\t2\t20\n", b"0\t1\t1\n"),
+            (b"1\t=\t1\t3\t1\t0\t+\t0\t0\t0\t5\n", b"0\t1\t1\n"),
+            (b"1\t+\t4\t4\t1\t4\t40\n", b"0\t1\n"),
+            (b"1\t+\t4\t5\t9\t5\t50\n", None),                            # no parent 9
+            (b"1\t+\t4\t6\t1\t1\t60\n", b"1\t1\t121\n"),                   # u duplicate
+            (b"1\t+\t4\t4\t1\t7\t70\n", b"1\t1\t121\n"),                   # id duplicate
+            (b"1\t+\t4\t7\t2\t7\t70\n", b"0\t1\n"),
+            (b"2\t=\t1\t2\t1\t0\tD\n", None),                             # referenced by row 2
+            (b"2\t=\t1\t3\t1\t0\tD\n", b"0\t1\t1\n"),
+            (b"1\t=\t1\t4\t1\t0\tD\n", b"0\t1\t1\n"),
+            (b"1\t=\t1\t9\t1\t0\tD\n", b"0\t1\t0\n"),
+            (b"1\t=\t1\t1\t1\t0\tU\t1\t1\t1\t11\n", b"0\t1\t1\n"),
+        ]
+        for rounds in range(2):  # pipelined (one batch), then one by one
+            if rounds:
+                server.exec_sql(f"DELETE FROM {c}")
+                server.exec_sql(f"INSERT IGNORE INTO {p} VALUES (3)")
+                server.exec_sql(f"INSERT INTO {c} VALUES (1, 1, 1, 0), (2, 1, 2, 0), (3, 1, 3, 0)")
+                got = [w.request(r) for r, _ in reqs]
+            else:
+                w.send(b"".join(r for r, _ in reqs))
+                got = w.recv_lines(len(reqs))
+            for (req, want), reply in zip(reqs, got):
+                if want is None:
+                    assert reply.startswith(b"1\t1\t"), (req, reply)
+                else:
+                    assert reply == want, (req, reply)
+            assert dump(server, c) == [("1", "1", "1", "11"), ("2", "2", "2", "20"), ("3", "1", "3", "5"),
+                                       ("7", "2", "7", "70")]
+            assert dump(server, p) == [("1",), ("2",)]
+
+    def test_reads_between_one_row_writes_see_them(self, server, hs, make_table):
+        t = make_table("id int primary key, v varchar(10)", engine="InnoDB")
+        server.exec_sql(f"INSERT INTO {t} VALUES (1, 'a')")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,v")
+        w.send(b"1\t=\t1\t1\t1\t0\tU\t1\tb\n"
+               b"1\t=\t1\t1\n"
+               b"1\t=\t1\t1\t1\t0\tU\t1\tc\n"
+               b"1\t+\t2\t2\td\n"
+               b"1\t>=\t1\t1\t10\t0\n"
+               b"1\t=\t1\t2\t1\t0\tD\n"
+               b"1\t+\t2\t3\te\n"
+               b"1\t>=\t1\t1\t10\t0\n")
+        assert w.recv_lines(8) == [b"0\t1\t1\n", b"0\t2\t1\tb\n", b"0\t1\t1\n", b"0\t1\n",
+                                   b"0\t2\t1\tc\t2\td\n", b"0\t1\t1\n", b"0\t1\n",
+                                   b"0\t2\t1\tc\t3\te\n"]
+        assert dump(server, t) == [("1", "c"), ("3", "e")]
+
+    def test_pipelined_auto_increment_inserts_reserve_no_values(self, server, hs, make_table):
+        """Inserts in one batch take one AUTO_INCREMENT value each, as one-row INSERTs do (a multi-row
+        statement reserves growing intervals, whose unused values would be lost)."""
+        t = make_table("id int auto_increment primary key, u int unique", engine="InnoDB")
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "u")
+        w.send(b"".join(b"1\t+\t1\t%d\n" % i for i in range(1, 41)))
+        assert w.recv_lines(40) == [b"0\t1\t%d\n" % i for i in range(1, 41)]
+        w.send(b"1\t+\t1\t41\n1\t+\t1\t5\n1\t+\t1\t42\n")  # a duplicate uses a value, as in SQL
+        assert w.recv_lines(3) == [b"0\t1\t41\n", b"1\t1\t121\n", b"0\t1\t43\n"]
+        server.exec_sql(f"INSERT INTO {t} (u) VALUES (100)")
+        assert server.sql(f"SELECT id FROM {t} WHERE u = 100") == [("44",)]
+
+
 # ---------------------------------------------------------------------------------------------------
 # the read port refuses writes
 

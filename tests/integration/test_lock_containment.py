@@ -428,6 +428,64 @@ def test_a_table_level_lock_held_by_sql_holds_up_only_the_write_on_that_table(sr
         sql.close()
 
 
+def test_a_one_row_write_blocked_between_others_of_its_batch_waits_alone(srv):
+    """Pipelined one-row updates share a statement; the one that meets SQL's row lock fails its
+    attempts (InnoDB undoes only that row's) until the lock is gone: the rows before and after it
+    in the same batch are changed once, the blocked one once it can be."""
+    t = _table(srv, "lc_shared")
+    sql = h.sql_conn(srv, autocommit=False)
+    w = h.hs_open(srv.hs_port_wr, t, "n")
+    try:
+        assert w.request(f"P\t2\ttest\t{t}\tPRIMARY\tk,v,n\n") == b"0\t1\n"
+        _begin(sql, f"SELECT * FROM {t} WHERE k = 5 FOR UPDATE")
+        w.send("".join(f"1\t=\t1\t{k}\t1\t0\t+\t1\n" for k in (4, 5, 6)) + "2\t+\t3\t1000\tnew\t7\n")
+        # Row 4's batch commits without the blocked request; the replies after it wait for it.
+        assert w.recv_line(timeout=2.0) == b"0\t1\t1\n"
+        assert _no_reply(w, 0.5)
+        assert srv.sql(f"SELECT n FROM {t} WHERE k = 4") == [("1",)]
+        sql.commit()
+        assert w.recv_lines(3, timeout=3.0) == [b"0\t1\t1\n"] * 2 + [b"0\t1\n"]
+        assert srv.sql(f"SELECT k, n FROM {t} WHERE k BETWEEN 3 AND 7 OR k = 1000 ORDER BY k") == \
+            [("3", "0"), ("4", "1"), ("5", "1"), ("6", "1"), ("7", "0"), ("1000", "7")]
+    finally:
+        w.close()
+        sql.close()
+
+
+def test_with_rollback_on_timeout_a_blocked_one_row_write_loses_no_acknowledged_write(request):
+    """innodb_rollback_on_timeout: the blocked attempt rolls back the whole batch transaction,
+    with the shared statement of the rows before it. Whatever was answered must be there, and
+    the worker goes on serving."""
+    with h.private_server(request, "locks-rbt", ["--innodb-rollback-on-timeout=1",
+                                                 "--tablesocket-threads=1"]) as s:
+        t = _table(s, "lc_rbt")
+        sql = h.sql_conn(s, autocommit=False)
+        w = h.hs_open(s.hs_port_wr, t, "n")
+        try:
+            _begin(sql, f"SELECT * FROM {t} WHERE k = 5 FOR UPDATE")
+            w.send("".join(f"1\t=\t1\t{k}\t1\t0\t+\t1\n" for k in (3, 4, 5, 6)))
+            time.sleep(0.5)
+            sql.commit()
+            got = []
+            try:
+                while len(got) < 4:
+                    got.append(w.recv_line(timeout=3.0))
+            except (EOFError, ConnectionError, TimeoutError):
+                pass  # closed: its answers would have been false
+            assert all(r == b"0\t1\t1\n" for r in got), got
+            rows = dict(s.sql(f"SELECT k, n FROM {t} WHERE k BETWEEN 3 AND 6"))
+            for i, k in enumerate((3, 4, 5, 6)):
+                if i < len(got):
+                    assert rows[str(k)] == "1", (k, got, rows)
+                assert rows[str(k)] in ("0", "1"), rows
+            with h.hs_open(s.hs_port_wr, t, "n") as w2:
+                assert w2.request("1\t=\t1\t8\t1\t0\t+\t1\n", timeout=3.0) == b"0\t1\t1\n"
+            assert s.sql(f"SELECT n FROM {t} WHERE k = 8") == [("1",)]
+        finally:
+            w.close()
+            sql.close()
+
+
 def test_a_range_increment_blocked_midway_is_retried_without_applying_twice(srv):
     """The update walks rows 1..10 and meets the SQL lock on row 5 after changing rows 1..4: each
     retry (every few ms for a second) must undo its partial work, so every row ends at exactly +1."""
