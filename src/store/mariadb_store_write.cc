@@ -399,8 +399,13 @@ Store_status Mariadb_store::failed_write(Table_slot &s, int handler_error) {
     last_error_ = msg;
     return bad_value_status();
   }
+  /* InnoDB's table-level AUTO-INC lock (innodb_autoinc_lock_mode=0, or 1 beside a bulk insert)
+     held by another transaction: a worker only tries it, and InnoDB says "failed to read the
+     auto-increment value" (HA_ERR_AUTOINC_READ_FAILED) rather than lock wait timeout. */
+  const handlerton *ht = s.table->file->partition_ht();  // a partitioned table's: its partitions' engine
+  const bool autoinc_lock = handler_error == HA_ERR_AUTOINC_READ_FAILED && ht && ht->db_type == DB_TYPE_INNODB;
   end_write(s, false);
-  if (handler_error == HA_ERR_LOCK_WAIT_TIMEOUT || handler_error == HA_ERR_LOCK_DEADLOCK)
+  if (handler_error == HA_ERR_LOCK_WAIT_TIMEOUT || handler_error == HA_ERR_LOCK_DEADLOCK || autoinc_lock)
     return Store_status::of(Store_errc::row_locked);  // retried later; the worker goes on meanwhile
   return Store_status::of(Store_errc::handler_error, handler_error);
 }
@@ -420,9 +425,16 @@ Store_status Mariadb_store::insert_here(Open_index &idx, const Datum *values, ui
   restore_record(t, s->default_values);  // t->s->default_values: every column at its default
   t->reset_default_fields();
   t->next_number_field = t->found_next_number_field;
+  /* As SQL's fill_record(): a value given for the AUTO_INCREMENT column is marked given, so that
+     under sql_mode NO_AUTO_VALUE_ON_ZERO a 0 is stored as 0 (NULL still generates one:
+     set_field_to_null_with_conversions() takes the mark back). */
+  t->auto_increment_field_not_null = false;
   int r = 0;
-  for (uint32_t i = 0; i < n && !r; ++i)
-    if (!store_value(t->field[idx.columns_[i]], values[i]).ok()) r = kBadValue;
+  for (uint32_t i = 0; i < n && !r; ++i) {
+    Field *f = t->field[idx.columns_[i]];
+    if (f == t->next_number_field) t->auto_increment_field_not_null = true;
+    if (!store_value(f, values[i]).ok()) r = kBadValue;
+  }
   bool updated_existing = false;
   if (!r && missing_required_values(t, !upsert)) {
     /* An upsert that leaves out a required column can still update: find the row through a
@@ -466,6 +478,7 @@ Store_status Mariadb_store::insert_here(Open_index &idx, const Datum *values, ui
     if (upsert) h->extra(HA_EXTRA_NO_IGNORE_DUP_KEY);
   }
   t->next_number_field = nullptr;
+  t->auto_increment_field_not_null = false;
   h->ha_release_auto_increment();
   if (r) return failed_write(s, r);
   if (!end_write(s, true)) return commit_failed();

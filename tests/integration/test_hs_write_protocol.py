@@ -85,6 +85,22 @@ class TestInsert:
         assert w.request("1\t+\t2\t0\tf\n") == b"0\t1\t13\n"
         assert dump(server, t) == [("1", "a"), ("2", "b"), ("10", "c"), ("11", "d"), ("12", "e"), ("13", "f")]
 
+    @pytest.mark.tablesocket_only("HS generates a value for 0 whatever the sql_mode")
+    def test_insert_zero_under_no_auto_value_on_zero(self, server, hs, make_table):
+        """sql_mode NO_AUTO_VALUE_ON_ZERO: an explicit 0 is stored as 0, as SQL's INSERT does; NULL
+        (and a column left out) still generate a value."""
+        t = make_table("id int auto_increment primary key, v varchar(10)")
+        server.exec_sql("SET GLOBAL sql_mode = %s", (STRICT + ",NO_AUTO_VALUE_ON_ZERO",))
+        w = hs(wr=True)
+        open_index(w, 1, t, "PRIMARY", "id,v")
+        open_index(w, 2, t, "PRIMARY", "v")
+        assert w.request("1\t+\t2\t5\ta\n") == b"0\t1\t0\n"
+        assert w.request("1\t+\t2\t0\tzero\n") == b"0\t1\t0\n"
+        assert w.request("1\t+\t2\t0\tagain\n") == b"1\t1\t121\n"
+        assert w.request("1\t+\t2\t\x00\tnull\n") == b"0\t1\t6\n"
+        assert w.request("2\t+\t1\tleft out\n") == b"0\t1\t7\n"
+        assert dump(server, t) == [("0", "zero"), ("5", "a"), ("6", "null"), ("7", "left out")]
+
     def test_insert_columns_in_any_order(self, server, hs, make_table):
         t = make_table("id int primary key, a varchar(10), b int")
         w = hs(wr=True)

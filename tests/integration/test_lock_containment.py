@@ -870,3 +870,56 @@ def test_a_blocked_write_times_out_at_its_own_timeout_however_often_it_is_sent_a
                    f"tablesocket_lock_queue_after = {before['lock_queue_after']}")
         w.close()
         sql.close()
+
+
+def test_inserts_meeting_the_auto_inc_table_lock_wait_for_it(request):
+    """innodb_autoinc_lock_mode=0: every AUTO_INCREMENT insert takes InnoDB's table-level AUTO-INC
+    lock to the end of its statement. A worker's insert that found it held (by the other worker
+    or SQL) failed with "1 1 166" (HA_ERR_AUTOINC_READ_FAILED: InnoDB's word for that lock wait):
+    it waits and is retried as for a row lock."""
+    with h.private_server(request, "autoinc0", ["--innodb-autoinc-lock-mode=0", "--tablesocket-threads=2"]) as s:
+        s.exec_sql("CREATE TABLE ai0 (id bigint auto_increment primary key, u int not null unique) ENGINE=InnoDB")
+        replies: dict[int, list[bytes]] = {}
+
+        def client(c: int) -> None:
+            w = h.hs_open(s.hs_port_wr, "ai0", "u")
+            try:
+                w.send("".join(f"1\t+\t1\t{c * 100000 + i}\n" for i in range(300)))
+                replies[c] = w.recv_lines(300, timeout=60)
+            finally:
+                w.close()
+
+        stop = threading.Event()
+        sql_rows = []
+
+        def sql_inserts() -> None:
+            conn = h.sql_conn(s)
+            try:
+                with conn.cursor() as cur:
+                    i = 0
+                    while not stop.is_set():
+                        cur.execute("INSERT INTO ai0 (u) VALUES (%s)", (9000000 + i,))
+                        i += 1
+                    sql_rows.append(i)
+            finally:
+                conn.close()
+
+        sq = threading.Thread(target=sql_inserts)
+        sq.start()
+        clients = [threading.Thread(target=client, args=(c,)) for c in range(6)]
+        for t in clients:
+            t.start()
+        for t in clients:
+            t.join()
+        stop.set()
+        sq.join()
+        ids = []
+        for c in range(6):
+            assert len(replies[c]) == 300
+            for r in replies[c]:
+                assert r.startswith(b"0\t1\t"), r
+                ids.append(int(r.split(b"\t")[2]))
+        assert len(set(ids)) == len(ids) == 1800
+        got = dict((int(i), int(u)) for i, u in s.sql("SELECT id, u FROM ai0 WHERE u < 9000000"))
+        assert sorted(got) == sorted(ids)
+        assert s.sql("SELECT COUNT(*) FROM ai0 WHERE u >= 9000000") == [(str(sql_rows[0]),)]
