@@ -207,6 +207,9 @@ bool parse_account_record(std::string_view json, Account_record *out, std::strin
       else if (key == "x509_issuer") ok = r.string(&out->x509_issuer);
       else if (key == "x509_subject") ok = r.string(&out->x509_subject);
       else if (key == "max_user_connections") ok = r.number(&n), out->max_user_connections = n;
+      else if (key == "max_questions") ok = r.number(&n), out->max_questions = n;
+      else if (key == "max_updates") ok = r.number(&n), out->max_updates = n;
+      else if (key == "max_connections") ok = r.number(&n), out->max_connections = n;
       else if (key == "default_role") ok = r.string(&out->default_role);
       else if (key == "auth_or") {
         has_auth_or = true;

@@ -25,6 +25,9 @@ struct Account_record {
   int ssl_type = 0;                    // 0 none, 1 REQUIRE SSL, 2 REQUIRE X509, 3 REQUIRE SUBJECT/ISSUER/CIPHER
   std::string ssl_cipher, x509_issuer, x509_subject;
   int64_t max_user_connections = 0;    // 0 = no limit of its own
+  int64_t max_questions = 0;           // MAX_QUERIES_PER_HOUR; 0 = none
+  int64_t max_updates = 0;             // MAX_UPDATES_PER_HOUR; 0 = none
+  int64_t max_connections = 0;         // MAX_CONNECTIONS_PER_HOUR; 0 = none
   std::string default_role;
 };
 

@@ -29,13 +29,17 @@ TEST(AccountRecord, LockedSslAndLimits) {
   ASSERT_TRUE(parse_account_record(
       R"({"plugin":"mysql_native_password","authentication_string":"","account_locked":true,)"
       R"("ssl_type":3,"ssl_cipher":"","x509_issuer":"/CN=ca","x509_subject":"/O=x\/y/CN=al\"ice",)"
-      R"("max_user_connections":5,"password_last_changed":0})",
+      R"("max_user_connections":5,"max_questions":7,"max_updates":3,"max_connections":2,)"
+      R"("password_last_changed":0})",
       &r, &err)) << err;
   EXPECT_TRUE(r.account_locked);
   EXPECT_EQ(r.ssl_type, 3);
   EXPECT_EQ(r.x509_issuer, "/CN=ca");
   EXPECT_EQ(r.x509_subject, "/O=x/y/CN=al\"ice");
   EXPECT_EQ(r.max_user_connections, 5);
+  EXPECT_EQ(r.max_questions, 7);
+  EXPECT_EQ(r.max_updates, 3);
+  EXPECT_EQ(r.max_connections, 2);
   EXPECT_EQ(r.password_last_changed, 0);
   EXPECT_EQ(r.methods[0].auth_string, "");
 }

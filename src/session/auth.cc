@@ -43,6 +43,21 @@ Account_connections &account_connections() {
   return a;
 }
 
+Hourly_counts &hourly_counts() {
+  static Hourly_counts h;
+  return h;
+}
+
+int64_t now_us() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+}
+
+std::string limit_reached(const std::string &account, const char *resource, int64_t limit) {
+  return "User " + account + " has exceeded the '" + resource + "' resource (" + std::to_string(limit) + ")";
+}
+
 /* Failed logins go to the error log at most once per interval; the rest are counted and the
    count is reported with the next line. */
 std::atomic<int64_t> g_last_failure_log_s{0};
@@ -119,6 +134,12 @@ Store_status Auth_state::refuse(std::string_view user, std::string why) {
 Store_status Auth_state::adopt(std::unique_ptr<Principal> p, bool count_connection) {
   if (count_connection) {
     const std::string account = p->account();
+    /* MAX_CONNECTIONS_PER_HOUR: every login counts, as every SQL connect (and COM_CHANGE_USER)
+       does. Checked before the slot is taken, so a refused login holds nothing. */
+    if (p->hourly.connections > 0 && !hourly_counts().charge_connection(account, p->hourly, now_us())) {
+      last_error_ = limit_reached(account, "max_connections_per_hour", p->hourly.connections);
+      return Store_status::of(Store_errc::access_denied);  // the caller refuses with last_error_
+    }
     int64_t limit = int64_t(cfg_.max_user_connections);
     if (p->max_user_connections > 0 && (limit == 0 || p->max_user_connections < limit)) limit = p->max_user_connections;
     /* A re-login as the same account keeps its slot. */
@@ -135,6 +156,18 @@ Store_status Auth_state::adopt(std::unique_ptr<Principal> p, bool count_connecti
   previous_ = std::move(principal_);
   principal_ = std::move(p);
   return {};
+}
+
+Store_status Auth_state::charge_request(bool write) {
+  if (!principal_ || (principal_->hourly.questions <= 0 && principal_->hourly.updates <= 0)) return {};
+  const char *resource = nullptr;
+  int64_t limit = 0;
+  const std::string account = principal_->account();
+  if (hourly_counts().charge_request(account, principal_->hourly, write, now_us(), &resource, &limit)) return {};
+  last_error_ = limit_reached(account, resource, limit);
+  Store_status st = Store_status::of(Store_errc::access_denied);
+  st.message = last_error_;  // valid until the next call, as Store_status messages are
+  return st;
 }
 
 Store_status Auth_state::login(Login_method method, std::string_view user, std::string_view secret) {

@@ -43,6 +43,11 @@ class Auth_state {
   Store_status login(Login_method method, std::string_view user, std::string_view secret);
   /* Counts and logs (rate limited) a failed shared-secret check. */
   void secret_failed();
+  /* One request (a read, or a write) against the account's MAX_QUERIES_PER_HOUR and
+     MAX_UPDATES_PER_HOUR, counted over every tablesocket connection and port (apart from SQL's
+     own counts): access_denied with the server's message once a limit is reached. Free for a
+     connection without an account or an account without such limits. */
+  Store_status charge_request(bool write);
 
   bool has_account() const { return principal_ != nullptr; }
   void account(std::string *user, std::string *host) const {

@@ -313,6 +313,10 @@ Hs_session::Exec Hs_session::exec_on_index(const hs::Exec_request &r, Byte_buffe
   }
   Open_index &idx = it->second;
   const bool is_write = r.op == hs::Exec_op::insert || r.op == hs::Exec_op::upsert || r.mod != Modify_op::none;
+  if (!retrying_) {  // MAX_QUERIES_PER_HOUR / MAX_UPDATES_PER_HOUR: once per request, not per retry
+    Store_status ch = auth_.charge_request(is_write);
+    if (!ch.ok()) return reply_error(ch, out);
+  }
   if (is_write) {
     if (r.op == hs::Exec_op::insert || r.op == hs::Exec_op::upsert)
       counters_.count_request(counters_.requests_insert, retrying_);

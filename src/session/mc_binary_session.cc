@@ -120,6 +120,12 @@ Mc_session::Exec Mc_session::exec_bin(const Bin_request &rq, Byte_buffer &out) {
       mc::encode_bin_error(out, rq, Bin_status::auth_error);
       return Exec::close;
     }
+    /* MAX_QUERIES_PER_HOUR / MAX_UPDATES_PER_HOUR (see Mc_session::execute). */
+    if (!retrying_ && rq.op != Bin_op::noop && rq.op != Bin_op::stat) {
+      const bool read = rq.op == Bin_op::get || rq.op == Bin_op::getk;
+      Store_status ch = auth_.charge_request(!read);
+      if (!ch.ok()) return bin_server_error(ch, rq, out);
+    }
   }
   switch (rq.op) {
     case Bin_op::get:

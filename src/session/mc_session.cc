@@ -829,6 +829,31 @@ Mc_session::Exec Mc_session::execute(const Mc_request &rq, Byte_buffer &out) {
       if (!rq.noreply) mc::encode_client_error(out, "unauthenticated");
       return Exec::done;
     }
+    /* MAX_QUERIES_PER_HOUR / MAX_UPDATES_PER_HOUR: a command that reads or writes rows counts
+       once (a multi-key get once, not per part; a retry not again). */
+    if (!retrying_ && !get_resume_ && !dumping_) {
+      bool data = true, write = false;
+      switch (rq.command) {
+        case Mc_command::version:
+        case Mc_command::stats:
+        case Mc_command::verbosity:
+        case Mc_command::mn:
+          data = false;
+          break;
+        case Mc_command::get:
+        case Mc_command::gets:
+        case Mc_command::mg:
+        case Mc_command::me:
+        case Mc_command::metadump:
+          break;
+        default:  // stores, deletes, arithmetic, touches (gat/gats too), flush_all, ms/md/ma
+          write = true;
+      }
+      if (data) {
+        Store_status ch = auth_.charge_request(write);
+        if (!ch.ok()) return server_error(ch, out, rq.noreply);
+      }
+    }
   }
   switch (rq.command) {
     case Mc_command::get:

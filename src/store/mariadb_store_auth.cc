@@ -327,6 +327,9 @@ Store_status Mariadb_store::login(const Peer &peer, const Login_request &req, st
   apply_role(*p);
   p->set_account(p->sctx.priv_user, priv_host);
   p->max_user_connections = rec.max_user_connections > 0 ? rec.max_user_connections : 0;
+  p->hourly.questions = rec.max_questions > 0 ? rec.max_questions : 0;
+  p->hourly.updates = rec.max_updates > 0 ? rec.max_updates : 0;
+  p->hourly.connections = rec.max_connections > 0 ? rec.max_connections : 0;
   p->refreshed_ms = monotonic_ms();
   *out = std::move(p);
   return {};

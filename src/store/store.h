@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/hourly_limits.h"
 #include "common/query.h"
 
 namespace tablesocket {
@@ -72,6 +73,7 @@ class Principal {
   std::string account() const { return "'" + user_ + "'@'" + host_ + "'"; }
   /* Connections limit of the account itself (MAX_USER_CONNECTIONS); 0 = none. */
   int64_t max_user_connections = 0;
+  Hourly_limits hourly;  // MAX_QUERIES_PER_HOUR, MAX_UPDATES_PER_HOUR, MAX_CONNECTIONS_PER_HOUR
 
  protected:
   std::string user_, host_;

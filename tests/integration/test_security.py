@@ -452,6 +452,45 @@ class TestLimits:
             assert time.monotonic() < deadline
             time.sleep(0.05)
 
+    def test_account_hourly_limits(self, srv, conns):
+        """MAX_QUERIES_PER_HOUR counts every read and write request, MAX_UPDATES_PER_HOUR the writes,
+        MAX_CONNECTIONS_PER_HOUR the logins; over every connection of the account. A refused
+        request changes nothing; others' requests go on."""
+        create_user(srv, "hourly", extra="WITH MAX_QUERIES_PER_HOUR 5 MAX_UPDATES_PER_HOUR 2")
+        srv.exec_sql("GRANT SELECT, INSERT, UPDATE ON test.other TO 'hourly'@'127.0.0.1'")
+        create_user(srv, "free")
+        srv.exec_sql("GRANT SELECT ON test.other TO 'free'@'127.0.0.1'")
+        a, b = conns(srv, wr=True), conns(srv, wr=True)
+        for c in (a, b):
+            assert login(c, "hourly", "pw") == b"0\t1\n"
+            assert c.request("P\t1\ttest\tother\tPRIMARY\tid,v\n") == b"0\t1\n"  # opens do not count
+        assert a.request("1\t=\t1\t1\n") == b"0\t2\t1\tx\n"                     # 1 question
+        assert a.request("1\t+\t2\t50\th1\n") == b"0\t1\n"                     # 2, update 1
+        assert b.request("1\t=\t1\t50\t1\t0\tU\t50\th2\n") == b"0\t1\t1\n"  # 3, update 2
+        updates = b"3\t1\tUser 'hourly'@'127.0.0.1' has exceeded the 'max_updates_per_hour' resource (2)\n"
+        assert b.request("1\t+\t2\t51\th3\n") == updates
+        assert a.request("1\t=\t1\t50\t1\t0\tD\n") == updates
+        assert b.request("1\t=\t1\t50\n") == b"0\t2\t50\th2\n"                  # 4
+        assert a.request("1\t>=\t1\t1\t10\t0\n") == b"0\t2\t1\tx\t50\th2\n"  # 5
+        questions = b"3\t1\tUser 'hourly'@'127.0.0.1' has exceeded the 'max_queries_per_hour' resource (5)\n"
+        assert a.request("1\t=\t1\t1\n") == questions
+        assert b.request("1\t=\t1\t1\n") == questions
+        assert srv.sql("SELECT id, v FROM test.other WHERE id >= 50") == [("50", "h2")]
+        srv.exec_sql("DELETE FROM test.other WHERE id >= 50")
+        f = conns(srv)
+        assert login(f, "free", "pw") == b"0\t1\n"
+        assert f.request("P\t1\ttest\tother\tPRIMARY\tid,v\n") == b"0\t1\n"
+        for _ in range(20):
+            assert f.request("1\t=\t1\t1\n") == b"0\t2\t1\tx\n"
+        # Logins per hour.
+        create_user(srv, "hourly_conn", extra="WITH MAX_CONNECTIONS_PER_HOUR 2")
+        x, y, z = conns(srv), conns(srv), conns(srv)
+        assert login(x, "hourly_conn", "pw") == b"0\t1\n"
+        x.close()
+        assert login(y, "hourly_conn", "pw") == b"0\t1\n"
+        assert login(z, "hourly_conn", "pw") == \
+            b"3\t1\tUser 'hourly_conn'@'127.0.0.1' has exceeded the 'max_connections_per_hour' resource (2)\n"
+
     def test_global_max_user_connections(self, conns):
         s = start("peracct", "--tablesocket-require-auth=ON", "--tablesocket-max-user-connections=1")
         try:
@@ -696,6 +735,32 @@ class TestMemcachedAuth:
         assert c.recv_line().startswith(b"CLIENT_ERROR DELETE command denied")
         assert mcsrv.sql("SELECT v FROM test.kv WHERE k='hello'") == [("world",)]
 
+    def test_hourly_limits(self, mcsrv):
+        """MAX_QUERIES_PER_HOUR / MAX_UPDATES_PER_HOUR over memcached: a command that reads or
+        writes counts once (a multi-key get too); refused ones answer CLIENT_ERROR with the
+        server's message and change nothing."""
+        mcsrv.exec_sql("DROP USER IF EXISTS 'mchourly'@'localhost'")
+        mcsrv.exec_sql("CREATE USER 'mchourly'@'localhost' IDENTIFIED BY 'h' WITH MAX_QUERIES_PER_HOUR 4 "
+                       "MAX_UPDATES_PER_HOUR 1")
+        mcsrv.exec_sql("GRANT SELECT, INSERT, UPDATE, DELETE ON test.kv TO 'mchourly'@'localhost'")
+        c = McConn(unix_path=mcsrv.mc_unix)
+        c.send("set a 0 0 10\r\nmchourly h\r\n")  # the login itself is no request
+        c.expect(b"STORED\r\n")
+        c.send("get hello hello hello\r\n")  # one question
+        c.expect(b"VALUE hello 0 5\r\nworld\r\n" * 3 + b"END\r\n")
+        c.send("set hq 0 0 1\r\n1\r\n")  # two, the one update
+        c.expect(b"STORED\r\n")
+        c.send("delete hq\r\n")
+        c.expect(b"CLIENT_ERROR User 'mchourly'@'localhost' has exceeded the 'max_updates_per_hour' resource (1)\r\n")
+        c.send("version\r\nmg hq v\r\nmn\r\n")  # version and mn are no requests
+        c.expect(b"VERSION 1.6.18\r\nVA 1\r\n1\r\nMN\r\n")
+        c.send("get hq\r\n")
+        c.expect(b"VALUE hq 0 1\r\n1\r\nEND\r\n")
+        c.send("get hello\r\n")
+        c.expect(b"CLIENT_ERROR User 'mchourly'@'localhost' has exceeded the 'max_queries_per_hour' resource (4)\r\n")
+        assert mcsrv.sql("SELECT v FROM test.kv WHERE k='hq'") == [("1",)]
+        mcsrv.exec_sql("DELETE FROM test.kv WHERE k='hq'")
+
     # the binary protocol's SASL PLAIN login (memcached -S)
 
     @staticmethod
@@ -729,6 +794,18 @@ class TestMemcachedAuth:
         assert self.bin_call(c, 0x21, key=b"PLAIN", value=b"mcuser mcpw") == (0x21, 0x20, b"Auth failure.")
         t = McConn(mcsrv.mc_port)  # plain TCP: a cleartext password is refused
         assert self.bin_call(t, 0x21, key=b"PLAIN", value=b"\0mcuser\0mcpw") == (0x21, 0x20, b"Auth failure.")
+
+    def test_binary_hourly_limits(self, mcsrv):
+        mcsrv.exec_sql("DROP USER IF EXISTS 'mcbhour'@'localhost'")
+        mcsrv.exec_sql("CREATE USER 'mcbhour'@'localhost' IDENTIFIED BY 'h' WITH MAX_QUERIES_PER_HOUR 2")
+        mcsrv.exec_sql("GRANT SELECT ON test.kv TO 'mcbhour'@'localhost'")
+        c = McConn(unix_path=mcsrv.mc_unix)
+        assert self.bin_call(c, 0x21, key=b"PLAIN", value=b"\0mcbhour\0h")[1] == 0
+        assert self.bin_call(c, 0x0A)[:2] == (0x0A, 0)  # noop: no request
+        assert self.bin_call(c, 0x00, key=b"hello") == (0x00, 0, b"world")
+        assert self.bin_call(c, 0x00, key=b"hello") == (0x00, 0, b"world")
+        assert self.bin_call(c, 0x00, key=b"hello") == \
+            (0x00, 0x20, b"User 'mcbhour'@'localhost' has exceeded the 'max_queries_per_hour' resource (2)")
 
     def test_binary_read_only_account_gets_the_servers_denial(self, mcsrv):
         c = McConn(unix_path=mcsrv.mc_unix)
