@@ -243,10 +243,16 @@ void Worker::start_session(Connection &c) {
     c.session = std::make_unique<Hs_session>(*store_, cfg_, c.port->hs_policy, c.peer, counters_);
 }
 
-size_t Worker::input_cap() const {
+size_t Worker::input_cap(const Connection &c) const {
+  if (c.session && !c.peer.cert_verified && c.session->awaiting_login()) return kPreLoginInput;
   /* One maximal request (an HS line, or a memcached line plus its data block) plus a read chunk. */
   size_t biggest = std::max<size_t>(cfg_.max_request_size, cfg_.mc_max_value_size + 4096);
   return biggest + kReadChunk;
+}
+
+bool Worker::pre_login_overflow(const Connection &c) const {
+  return !c.dead && c.session && !c.peer.cert_verified && c.session->awaiting_login() &&
+         c.in.size() >= kPreLoginInput;
 }
 
 bool Worker::snapshot(std::vector<Connection_info> &out, unsigned timeout_ms) {
@@ -368,7 +374,7 @@ void Worker::read_input(Connection &c) {
 void Worker::read_plain(Connection &c) {
   /* The input buffer never holds more than one maximal request plus one read chunk beyond what the
      session has consumed; a parked session's buffer must not move at all. */
-  const size_t cap = input_cap();
+  const size_t cap = input_cap(c);
   while (!c.read_closed && !c.session->parked() && c.in.size() < cap) {
     size_t room = std::min(kReadChunk, cap - c.in.size());
     ssize_t n = ::recv(c.fd.get(), c.in.prepare(room), room, 0);
@@ -556,7 +562,7 @@ void Worker::read_tls(Connection &c) {
   /* As read_input, through SSL_read. SSL_read returns at most one record, so it is repeated until
      it wants more from the socket; what stays decrypted inside OpenSSL when the buffer is full or
      the session parked is picked up after the next batch (has_buffered_input). */
-  const size_t cap = input_cap();
+  const size_t cap = input_cap(c);
   c.tls_wants_write = false;
   while (!c.read_closed && !c.session->parked() && c.in.size() < cap) {
     size_t room = std::min(kReadChunk, cap - c.in.size());
@@ -674,7 +680,7 @@ void Worker::update_interest(Connection &c) {
     want = EPOLLRDHUP;
     const bool accept_input = !c.read_closed && !c.close_after_flush && !parked(c) &&
                               c.out.size() < cfg_.output_high_water &&
-                              c.in.size() < input_cap();
+                              c.in.size() < input_cap(c);
     if (accept_input || c.tls_write_wants_read) want |= EPOLLIN;
     if ((!c.out.empty() && !held(c)) || c.tls_wants_write) want |= EPOLLOUT;
   }
@@ -1179,6 +1185,13 @@ void Worker::serve(Store &store) {
           last_read_ms_ = now_ms_;
         } else if (!c->session->wrote_in_batch && !c->out.empty()) {
           last_read_ms_ = now_ms_;  // answered without writing: a reader (see kReadsQuietMs)
+        }
+        if (o == Session_outcome::idle && pre_login_overflow(*c)) {
+          /* Its one request fills what a connection may hold before it logs in (a login line is
+             far shorter): it will never log in with it. */
+          counters_.add(counters_.errors);
+          close_connection(*c);
+          continue;
         }
         c->in.shrink_if_idle(1 << 16);  // when empty after a large request
         if (enforce_buffer_memory(*c)) continue;  // its replies grew past what the server may hold

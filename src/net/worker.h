@@ -135,7 +135,13 @@ class Worker {
   void update_interest(Connection &c);
   void mark_pending(Connection &c);
   void unmark_pending(Connection &c);  // takes c off the pending list
-  size_t input_cap() const;
+  /* How much unconsumed input c may buffer: one maximal request plus a read chunk; before a login
+     the configuration requires (and without a verified client certificate, which may stand for
+     one), kPreLoginInput: a login line is short, and a client that has not said who it is must
+     not fill tablesocket_max_buffer_memory for everybody else. */
+  size_t input_cap(const Connection &c) const;
+  /* Before such a login, an incomplete request that fills kPreLoginInput: closed. */
+  bool pre_login_overflow(const Connection &c) const;
   void close_connection(Connection &c);
   /* The peer reset the connection (or a send to it failed; over TLS, also a broken record): what
      it sent before still runs, as after its EOF (memcached's noreply writes, a pipeline's tail),

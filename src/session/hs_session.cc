@@ -122,6 +122,10 @@ Hs_session::Exec Hs_session::reply_error(const Store_status &st, Byte_buffer &ou
 Hs_session::Outcome Hs_session::run(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) {
   hs::Limits limits;
   limits.max_line = cfg_.max_request_size;
+  /* Before the login the configuration requires, a line is a login or is refused: one longer than
+     any login ends the connection with "toolong", as an over-long line does after it (the
+     network layer holds no more than kPreLoginInput for such a connection). */
+  if (!peer_.cert_verified && awaiting_login() && limits.max_line > kPreLoginLine) limits.max_line = kPreLoginLine;
   limits.max_tokens = cfg_.max_tokens;
   unsigned done = 0;
   if (parked_) {

@@ -2,6 +2,7 @@
 #ifndef TABLESOCKET_SESSION_SESSION_H
 #define TABLESOCKET_SESSION_SESSION_H
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -10,6 +11,13 @@
 #include "common/peer.h"
 
 namespace tablesocket {
+
+/* Before a login the configuration requires (and without a verified client certificate, which
+   may stand for one): the longest request line a session accepts (a login line is far shorter)
+   and the unconsumed input the network layer holds for the connection, so that clients that have
+   not said who they are cannot fill tablesocket_max_buffer_memory for everybody else. */
+constexpr size_t kPreLoginLine = 8192;
+constexpr size_t kPreLoginInput = 16384;
 
 enum class Session_outcome : unsigned char {
   idle,     // all complete requests executed; waiting for more input

@@ -42,6 +42,21 @@ def login(c: HSConn, user: str, password: str) -> bytes:
     return c.request(f"A\t3\t{user}\t{tok}\n")
 
 
+def _until_closed(c: HSConn, timeout: float = 5.0) -> bytes:
+    """What arrives until the server closes the connection (a reset counts: it may drop the last
+    replies); fails if it stays open."""
+    deadline = time.monotonic() + timeout
+    try:
+        while c._fill(deadline):
+            pass
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    except TimeoutError:
+        pytest.fail(f"the connection stayed open; got {c.buf[:200]!r}")
+    data, c.buf = c.buf, b""
+    return data
+
+
 def status(srv: MariaDBServer, name: str) -> int:
     rows = srv.sql(f"SHOW GLOBAL STATUS LIKE 'Tablesocket_{name}'")
     return int(rows[0][1])
@@ -491,6 +506,26 @@ class TestLimits:
         assert login(z, "hourly_conn", "pw") == \
             b"3\t1\tUser 'hourly_conn'@'127.0.0.1' has exceeded the 'max_connections_per_hour' resource (2)\n"
 
+    def test_before_a_login_a_connection_holds_little_input(self, srv, conns):
+        """A connection that must log in first may buffer 16 KB of input until it does: a request
+        longer than that (it can only be something else than a login) closes it at once, instead
+        of holding up to tablesocket_max_request_size each (1 MB) until login_timeout. Pipelined
+        short requests are answered as before; after the login, large requests work."""
+        c = conns(srv, wr=True)
+        t0 = time.monotonic()
+        c.send(b"1\t=\t1\t" + b"x" * 200000)  # no end of line
+        got = _until_closed(c)
+        assert time.monotonic() - t0 < 3
+        assert got in (b"", b"2\t1\ttoolong\n") or got.startswith(b"2\t1\ttoolong\n"), got  # a reset may lose it
+        p = conns(srv, wr=True)
+        p.send(b"P\t1\ttest\tother\tPRIMARY\tid,v\n" * 2000)  # 62 KB of short unauthenticated requests
+        assert p.recv_lines(2000, timeout=10) == [b"3\t1\tunauth\n"] * 2000
+        create_user(srv, "bigline")
+        srv.exec_sql("GRANT SELECT ON test.acct TO 'bigline'@'127.0.0.1'")
+        assert login(p, "bigline", "pw") == b"0\t1\n"
+        assert p.request("P\t1\ttest\tacct\tname_idx\tid,name\n") == b"0\t1\n"
+        assert p.request(b"1\t=\t1\t" + b"y" * 200000 + b"\n") == b"0\t2\n"  # a 200 KB key: found nothing
+
     def test_global_max_user_connections(self, conns):
         s = start("peracct", "--tablesocket-require-auth=ON", "--tablesocket-max-user-connections=1")
         try:
@@ -581,9 +616,12 @@ class TestLimits:
 
     def test_hostile_auth_input(self, srv, conns):
         c = conns(srv)
-        long_user = "u" * 100_000
         c.request("A\t2\n")
-        assert c.request(f"A\t3\t{long_user}\t\n").startswith(b"3\t1\tAccess denied")
+        assert c.request(f"A\t3\t{'u' * 4000}\t\n").startswith(b"3\t1\tAccess denied")
+        # A line longer than any login (8 KB) before the login: refused, and the connection closed.
+        c.send(f"A\t3\t{'u' * 100_000}\t\n")
+        assert _until_closed(c).startswith(b"2\t1\ttoolong\n")
+        c = conns(srv)
         assert c.request("A\t3\tx\t\n") == b"3\t1\tno challenge: request one with 'A 2' first\n"
         assert c.request("A\t4\t\x01\x02\t\n") == b"2\t1\tescape\n"  # 0x01 before 0x02: malformed
         assert c.request("A\t4\t\x01\x42\t\n").startswith(b"3\t1\t")
@@ -714,6 +752,18 @@ class TestMemcachedAuth:
         c.send("set k2 0 0 2\r\nv2\r\n")
         c.expect(b"STORED\r\n")
         assert mcsrv.sql("SELECT v FROM test.kv WHERE k='k2'") == [("v2",)]
+
+    def test_before_the_login_a_large_request_closes_the_connection(self, mcsrv):
+        c = McConn(unix_path=mcsrv.mc_unix)
+        c.send(b"set auth 0 0 100000\r\n" + b"u" * 100000 + b"\r\n")
+        assert c.closed_by_peer() == b""
+        c = McConn(unix_path=mcsrv.mc_unix)
+        c.send("set whatever 0 0 11\r\nmcuser mcpw\r\n")
+        c.expect(b"STORED\r\n")
+        c.send(b"set big 0 0 100000\r\n" + b"b" * 100000 + b"\r\n")  # after it, as large as allowed
+        c.expect(b"STORED\r\n")
+        assert mcsrv.sql("SELECT LENGTH(v) FROM test.kv WHERE k='big'") == [("100000",)]
+        mcsrv.exec_sql("DELETE FROM test.kv WHERE k='big'")
 
     def test_ascii_auth_wrong_password(self, mcsrv):
         c = McConn(unix_path=mcsrv.mc_unix)
