@@ -623,6 +623,14 @@ Store_status Mc_session::add_row(Open_container &oc, std::string_view key, std::
 }
 
 void Mc_session::drop_refused_item(std::string_view key) {
+  /* The unlink is part of the refused set: only for a connection that could have stored it. Here
+     before execute() has asked who the connection is: one that has not logged in where a login
+     is required may change nothing (it deleted any item with an oversized set), and the
+     anonymous account's privileges apply to the delete as to its set. */
+  Auth_state::Identity id;
+  if (!auth_.identity(&id, &principal_, uses_anonymous_account(cfg_)).ok() ||
+      id == Auth_state::Identity::unauthenticated)
+    return;
   std::string_view row_key;
   Store_status st;
   Open_container *oc = resolve(key, &row_key, &st);

@@ -765,6 +765,30 @@ class TestMemcachedAuth:
         assert mcsrv.sql("SELECT LENGTH(v) FROM test.kv WHERE k='big'") == [("100000",)]
         mcsrv.exec_sql("DELETE FROM test.kv WHERE k='big'")
 
+    def test_an_oversized_set_before_the_login_deletes_nothing(self, mcsrv):
+        """memcached unlinks an item whose set was refused as too large; that unlink ran before the
+        connection's identity was asked, as no account at all: a client that had not logged in
+        deleted any item with `set <key> 0 0 2000000` (text or binary)."""
+        mcsrv.exec_sql("REPLACE INTO test.kv (k, v, flags, cas, exp) VALUES ('victim', 'alive', 0, 0, 0)")
+        c = McConn(mcsrv.mc_port)
+        c.send(b"set victim 0 0 2000000\r\n")
+        c.expect(b"SERVER_ERROR object too large for cache\r\n")
+        b = McConn(mcsrv.mc_port)
+        b.send(struct.pack(">BBHBBHIIQ", 0x80, 0x01, 6, 8, 0, 0, 8 + 6 + 2000000, 0, 0) +
+               struct.pack(">II", 0, 0) + b"victim")
+        time.sleep(0.3)
+        assert mcsrv.sql("SELECT v FROM test.kv WHERE k='victim'") == [("alive",)]
+        # Logged in (with DELETE), the unlink is done, as memcached does.
+        u = McConn(unix_path=mcsrv.mc_unix)
+        u.send("set whatever 0 0 11\r\nmcuser mcpw\r\n")
+        u.expect(b"STORED\r\n")
+        u.send(b"set victim 0 0 2000000\r\n")
+        u.expect(b"SERVER_ERROR object too large for cache\r\n")
+        deadline = time.monotonic() + 3
+        while mcsrv.sql("SELECT v FROM test.kv WHERE k='victim'") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert mcsrv.sql("SELECT v FROM test.kv WHERE k='victim'") == []
+
     def test_ascii_auth_wrong_password(self, mcsrv):
         c = McConn(unix_path=mcsrv.mc_unix)
         c.send("set whatever 0 0 11\r\nmcuser nope\r\n")
