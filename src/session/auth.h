@@ -61,7 +61,13 @@ class Auth_state {
   }
   /* After a login changed the account: the caller has dropped every Open_index made for the old
      one, so the old account's context can go. */
-  void forget_previous_account() { previous_.reset(); }
+  void forget_previous_account() {
+    if (!previous_) return;
+    /* A write of this connection queued for a row lock runs as the old account (the job points
+       to it): cancelled before the account goes, as when the connection closes. */
+    store_.forget_current_requester();
+    previous_.reset();
+  }
   bool cleartext_allowed() const { return peer_.confidential() || cfg_.allow_cleartext_passwords; }
 
  private:

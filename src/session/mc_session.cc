@@ -631,6 +631,7 @@ void Mc_session::drop_refused_item(std::string_view key) {
   if (!auth_.identity(&id, &principal_, uses_anonymous_account(cfg_)).ok() ||
       id == Auth_state::Identity::unauthenticated)
     return;
+  if (!auth_.charge_request(true).ok()) return;  // MAX_UPDATES_PER_HOUR used up: no delete either
   std::string_view row_key;
   Store_status st;
   Open_container *oc = resolve(key, &row_key, &st);

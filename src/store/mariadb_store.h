@@ -235,6 +235,9 @@ class Mariadb_store final : public Store {
   uint64_t writes_refused_closed() const override { return writes_refused_closed_; }
   void set_requester(const void *who) override { requester_ = who; }
   void forget_requester(const void *who) override;
+  void forget_current_requester() override {
+    if (requester_) forget_requester(requester_);
+  }
   void end_row_wait() override;
   bool write_committed() const override { return write_committed_; }
   bool take_queue_results() override {

@@ -148,16 +148,21 @@ bool Mariadb_store::lane_answer(const Lane_call &call, Store_status *st) {
   Lane_job &job = **it;
   const bool same = job.fp == fingerprint(call, call.idx->slot_);
   if (!job.done.load(std::memory_order_acquire)) {
-    if (!same) return false;  // not the request queued (never expected): the worker tries it as usual
-    if (monotonic_ms() < job.deadline_ms) {
+    if (!same) {
+      /* Not the request queued: its IN list, taken from another index (^), found other rows this
+         time, or the requester moved on. The queued copy is stopped (a commit under way
+         finishes), so that it does not go on writing for a request the worker now runs itself. */
+      lane_stop(job);
+    } else if (monotonic_ms() < job.deadline_ms) {
       *st = Store_status::of(Store_errc::lock_queued);
       return true;
+    } else {
+      /* Its tablesocket_lock_wait_timeout is over, while the job waits out a row lock attempt of
+         a whole second (InnoDB counts in seconds): stopped now (the wait ends at once; a commit
+         under way finishes), and what it did is what the client is told. */
+      job.timed_out = true;
+      lane_stop(job);
     }
-    /* Its tablesocket_lock_wait_timeout is over, while the job waits out a row lock attempt of a
-       whole second (InnoDB counts in seconds): stopped now (the wait ends at once; a commit under
-       way finishes), and what it did is what the client is told. */
-    job.timed_out = true;
-    lane_stop(job);
   }
   if (job.thread.joinable()) job.thread.join();
   add_counters(counters_, job.counters);

@@ -373,6 +373,9 @@ class Store {
   /* The requester is gone (its connection closed): its queued request, if any, is cancelled
      (waits at most for the commit it may be in). */
   virtual void forget_requester(const void *who) = 0;
+  /* The current requester's account changed (a new login): its queued request, if any, is
+     cancelled as if it had closed — the queued copy acts as the old account, which is going. */
+  virtual void forget_current_requester() = 0;
   /* The current requester's request that met a row lock was answered: the next one that meets
      one (even the same request again) waits from its own start. */
   virtual void end_row_wait() = 0;

@@ -923,3 +923,48 @@ def test_inserts_meeting_the_auto_inc_table_lock_wait_for_it(request):
         got = dict((int(i), int(u)) for i, u in s.sql("SELECT id, u FROM ai0 WHERE u < 9000000"))
         assert sorted(got) == sorted(ids)
         assert s.sql("SELECT COUNT(*) FROM ai0 WHERE u >= 9000000") == [(str(sql_rows[0]),)]
+
+
+def test_a_queued_write_whose_request_changed_is_stopped_and_a_new_login_cancels_its_account(request):
+    """A write queued for a row lock runs as a copy on a session of its own (the lock queue). Its
+    request, retried by the worker, may find other rows (an IN list taken from another index with
+    ^): the worker then runs it itself, and the copy went on waiting — writing, once the lock was
+    gone, rows the client was never told about, as the connection's account of the time even
+    after a new login had freed it (a use-after-free: the server crashed with MALLOC_PERTURB_).
+    The copy is now stopped, and a login that changes the account cancels any copy first."""
+    with h.private_server(request, "lanerelogin", ["--tablesocket-require-auth=ON", "--tablesocket-threads=1",
+                                                  "--tablesocket-lock-queue-after=0",
+                                                  "--tablesocket-lock-wait-timeout=20000"]) as s:
+        from test_security import login
+        s.exec_sql("CREATE TABLE lq (id int primary key, v varchar(20)) ENGINE=InnoDB")
+        s.exec_sql("INSERT INTO lq VALUES (1, 'a'), (2, 'b')")
+        s.exec_sql("CREATE TABLE lqsrc (id int primary key, ref int) ENGINE=InnoDB")
+        s.exec_sql("INSERT INTO lqsrc VALUES (1, 1)")
+        for u in ("lqa", "lqb"):
+            s.exec_sql(f"CREATE USER '{u}'@'127.0.0.1' IDENTIFIED BY 'pw'")
+        s.exec_sql("GRANT ALL ON test.* TO 'lqa'@'127.0.0.1'")
+        s.exec_sql("GRANT SELECT ON test.lqsrc TO 'lqb'@'127.0.0.1'")
+        sql = h.sql_conn(s, autocommit=False)
+        c = h.HSConn(s.hs_port_wr)
+        try:
+            _begin(sql, "SELECT * FROM lq WHERE id = 1 FOR UPDATE")
+            assert login(c, "lqa", "pw") == b"0\t1\n"
+            assert c.request("P\t1\ttest\tlq\tPRIMARY\tv\n") == b"0\t1\n"
+            assert c.request("P\t2\ttest\tlqsrc\tPRIMARY\tref\n") == b"0\t1\n"
+            queued = h.status(s)["tablesocket_lock_queued"]
+            c.send("1\t=\t1\t0\t10\t0\t@\t0\t^\t2\t1\t1\t10\tU\tLANE\n")  # the rows lqsrc's refs name
+            deadline = time.monotonic() + 5
+            while h.status(s)["tablesocket_lock_queued"] == queued:
+                assert time.monotonic() < deadline, "the write was not queued"
+                time.sleep(0.05)
+            s.exec_sql("UPDATE lqsrc SET ref = 2 WHERE id = 1")  # its retry now names row 2
+            assert c.recv_line(timeout=10) == b"0\t1\t1\n"
+            assert login(c, "lqb", "pw") == b"0\t1\n"
+            time.sleep(1.5)
+            sql.rollback()
+            time.sleep(1.5)
+            assert s.sql("SELECT id, v FROM lq ORDER BY id") == [("1", "a"), ("2", "LANE")]
+            assert s.running()
+        finally:
+            c.close()
+            sql.close()

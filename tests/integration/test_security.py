@@ -826,6 +826,12 @@ class TestMemcachedAuth:
         c.expect(b"STORED\r\n")
         c.send("delete hq\r\n")
         c.expect(b"CLIENT_ERROR User 'mchourly'@'localhost' has exceeded the 'max_updates_per_hour' resource (1)\r\n")
+        # The unlink after an oversized set is a write too: not past the limit either.
+        mcsrv.exec_sql("REPLACE INTO test.kv (k, v, flags, cas, exp) VALUES ('hvictim', 'alive', 0, 0, 0)")
+        c.send(b"set hvictim 0 0 2000000\r\n" + b"x" * 2000000 + b"\r\n")  # (its data is skipped)
+        c.expect(b"SERVER_ERROR object too large for cache\r\n")
+        assert mcsrv.sql("SELECT v FROM test.kv WHERE k='hvictim'") == [("alive",)]
+        mcsrv.exec_sql("DELETE FROM test.kv WHERE k='hvictim'")
         c.send("version\r\nmg hq v\r\nmn\r\n")  # version and mn are no requests
         c.expect(b"VERSION 1.6.18\r\nVA 1\r\n1\r\nMN\r\n")
         c.send("get hq\r\n")
