@@ -134,21 +134,23 @@ Store_status Auth_state::refuse(std::string_view user, std::string why) {
 Store_status Auth_state::adopt(std::unique_ptr<Principal> p, bool count_connection) {
   if (count_connection) {
     const std::string account = p->account();
-    /* MAX_CONNECTIONS_PER_HOUR: every login counts, as every SQL connect (and COM_CHANGE_USER)
-       does. Checked before the slot is taken, so a refused login holds nothing. */
-    if (p->hourly.connections > 0 && !hourly_counts().charge_connection(account, p->hourly, now_us())) {
-      last_error_ = limit_reached(account, "max_connections_per_hour", p->hourly.connections);
-      return Store_status::of(Store_errc::access_denied);  // the caller refuses with last_error_
-    }
     int64_t limit = int64_t(cfg_.max_user_connections);
     if (p->max_user_connections > 0 && (limit == 0 || p->max_user_connections < limit)) limit = p->max_user_connections;
     /* A re-login as the same account keeps its slot. */
-    if (account != counted_account_) {
-      if (!account_connections().acquire(account, limit)) {
-        last_error_ = "User " + account + " has exceeded the 'max_user_connections' resource (" +
-                      std::to_string(limit) + ")";
-        return Store_status::of(Store_errc::access_denied);  // the caller refuses with last_error_
-      }
+    const bool new_slot = account != counted_account_;
+    if (new_slot && !account_connections().acquire(account, limit)) {
+      last_error_ = "User " + account + " has exceeded the 'max_user_connections' resource (" +
+                    std::to_string(limit) + ")";
+      return Store_status::of(Store_errc::access_denied);  // the caller refuses with last_error_
+    }
+    /* MAX_CONNECTIONS_PER_HOUR: every login counts, as every SQL connect (and COM_CHANGE_USER)
+       does; one MAX_USER_CONNECTIONS refused does not (the server checks that first too). */
+    if (p->hourly.connections > 0 && !hourly_counts().charge_connection(account, p->hourly, now_us())) {
+      if (new_slot) account_connections().release(account);
+      last_error_ = limit_reached(account, "max_connections_per_hour", p->hourly.connections);
+      return Store_status::of(Store_errc::access_denied);
+    }
+    if (new_slot) {
       release_account_slot();
       counted_account_ = account;
     }

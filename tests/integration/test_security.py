@@ -505,6 +505,24 @@ class TestLimits:
         assert login(y, "hourly_conn", "pw") == b"0\t1\n"
         assert login(z, "hourly_conn", "pw") == \
             b"3\t1\tUser 'hourly_conn'@'127.0.0.1' has exceeded the 'max_connections_per_hour' resource (2)\n"
+        # A login refused by MAX_USER_CONNECTIONS is not one of the hour's connections.
+        create_user(srv, "hourly_both", extra="WITH MAX_USER_CONNECTIONS 1 MAX_CONNECTIONS_PER_HOUR 2")
+        a1, a2 = conns(srv), conns(srv)
+        assert login(a1, "hourly_both", "pw") == b"0\t1\n"
+        for _ in range(3):
+            assert login(a2, "hourly_both", "pw").endswith(b"has exceeded the 'max_user_connections' resource (1)\n")
+        a1.close()
+        deadline = time.monotonic() + 5
+        while (r := login(a2, "hourly_both", "pw")) != b"0\t1\n":
+            assert r.endswith(b"'max_user_connections' resource (1)\n") and time.monotonic() < deadline, r
+            time.sleep(0.05)
+        a2.close()
+        a3 = conns(srv)
+        deadline = time.monotonic() + 5
+        while (r := login(a3, "hourly_both", "pw")).endswith(b"'max_user_connections' resource (1)\n"):
+            assert time.monotonic() < deadline, r
+            time.sleep(0.05)
+        assert r.endswith(b"has exceeded the 'max_connections_per_hour' resource (2)\n"), r
 
     def test_before_a_login_a_connection_holds_little_input(self, srv, conns):
         """A connection that must log in first may buffer 16 KB of input until it does: a request
