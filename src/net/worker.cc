@@ -244,15 +244,14 @@ void Worker::start_session(Connection &c) {
 }
 
 size_t Worker::input_cap(const Connection &c) const {
-  if (c.session && !c.peer.cert_verified && c.session->awaiting_login()) return kPreLoginInput;
+  if (c.session && c.session->pre_login_capped()) return kPreLoginInput;
   /* One maximal request (an HS line, or a memcached line plus its data block) plus a read chunk. */
   size_t biggest = std::max<size_t>(cfg_.max_request_size, cfg_.mc_max_value_size + 4096);
   return biggest + kReadChunk;
 }
 
 bool Worker::pre_login_overflow(const Connection &c) const {
-  return !c.dead && c.session && !c.peer.cert_verified && c.session->awaiting_login() &&
-         c.in.size() >= kPreLoginInput;
+  return !c.dead && c.session && c.session->pre_login_capped() && c.in.size() >= kPreLoginInput;
 }
 
 bool Worker::snapshot(std::vector<Connection_info> &out, unsigned timeout_ms) {

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "common/account_record.h"
+#include "common/clock.h"
 #include "store/server_log.h"
 
 namespace tablesocket {
@@ -48,11 +49,7 @@ Hourly_counts &hourly_counts() {
   return h;
 }
 
-int64_t now_us() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
-}
+int64_t now_us() { return int64_t(monotonic_ns() / 1000); }
 
 std::string limit_reached(const std::string &account, const char *resource, int64_t limit) {
   return "User " + account + " has exceeded the '" + resource + "' resource (" + std::to_string(limit) + ")";
@@ -139,8 +136,7 @@ Store_status Auth_state::adopt(std::unique_ptr<Principal> p, bool count_connecti
     /* A re-login as the same account keeps its slot. */
     const bool new_slot = account != counted_account_;
     if (new_slot && !account_connections().acquire(account, limit)) {
-      last_error_ = "User " + account + " has exceeded the 'max_user_connections' resource (" +
-                    std::to_string(limit) + ")";
+      last_error_ = limit_reached(account, "max_user_connections", limit);
       return Store_status::of(Store_errc::access_denied);  // the caller refuses with last_error_
     }
     /* MAX_CONNECTIONS_PER_HOUR: every login counts, as every SQL connect (and COM_CHANGE_USER)

@@ -125,7 +125,7 @@ Hs_session::Outcome Hs_session::run(Byte_buffer &in, Byte_buffer &out, unsigned 
   /* Before the login the configuration requires, a line is a login or is refused: one longer than
      any login ends the connection with "toolong", as an over-long line does after it (the
      network layer holds no more than kPreLoginInput for such a connection). */
-  if (!peer_.cert_verified && awaiting_login() && limits.max_line > kPreLoginLine) limits.max_line = kPreLoginLine;
+  if (pre_login_capped() && limits.max_line > kPreLoginLine) limits.max_line = kPreLoginLine;
   limits.max_tokens = cfg_.max_tokens;
   unsigned done = 0;
   if (parked_) {

@@ -37,6 +37,9 @@ class Session {
   virtual void account(std::string *user, std::string *host) const { user->clear(); host->clear(); }
   /* True while the connection may do nothing until it logs in (tablesocket_require_auth). */
   virtual bool awaiting_login() const { return false; }
+  /* Before that login, and without a verified client certificate (which may stand for one): the
+     input is held to kPreLoginInput, a HandlerSocket line to kPreLoginLine. */
+  bool pre_login_capped() const { return !peer_.cert_verified && awaiting_login(); }
   /* Heap the session keeps between requests (e.g. HandlerSocket's open indexes), counted with the
      connection's buffers against tablesocket_max_buffer_memory. */
   virtual size_t retained_bytes() const { return 0; }
