@@ -378,7 +378,7 @@ static size_t row_cells(const Kv_layout &l) {
   return 1 + l.nvalues + (l.flags >= 0) + (l.cas >= 0) + (l.expiry >= 0);
 }
 
-size_t Mc_session::decode_items(const Kv_layout &l, const Captured_rows &rows, std::vector<Item> &items) {
+size_t Mc_session::decode_items(const Kv_layout &l, const Captured_rows &rows, Item_list &items) {
   const size_t nc = row_cells(l);
   size_t expired = 0;
   const int64_t now = l.expiry >= 0 ? int64_t(time(nullptr)) : 0;
@@ -394,16 +394,9 @@ size_t Mc_session::decode_items(const Kv_layout &l, const Captured_rows &rows, s
         continue;
       }
     }
-    items.emplace_back();
-    Item &it = items.back();
+    Item &it = items.emplace_back();  // with an earlier request's buffers
     it.expiry = expiry;
     it.key.assign(rows.cell(r));
-    /* The value's buffer comes from an earlier request's item when there is one: a get allocates
-       nothing in the steady state. */
-    if (!spare_values_.empty()) {
-      it.value.swap(spare_values_.back());
-      spare_values_.pop_back();
-    }
     /* The value columns joined by the separator, sized once and copied in. */
     size_t size = l.nvalues > 1 ? (l.nvalues - 1) * l.separator.size() : 0;
     for (uint32_t v = 1; v <= l.nvalues; ++v) size += rows.cell(r + v).size();
@@ -426,20 +419,7 @@ uint64_t Mc_session::cas_of(Item &it) {
   return it.cas;
 }
 
-void Mc_session::clear_items() {
-  constexpr size_t kMaxSpare = 64, kMaxSpareCapacity = 4096;
-  for (Item &it : items_) {
-    if (spare_values_.size() >= kMaxSpare) break;
-    /* Only heap buffers are worth keeping: a short value lives inside the string itself. */
-    if (it.value.capacity() > std::string().capacity() && it.value.capacity() <= kMaxSpareCapacity) {
-      it.value.clear();
-      spare_values_.push_back(std::move(it.value));
-    }
-  }
-  items_.clear();
-}
-
-Store_status Mc_session::lookup(Open_container &oc, const std::string_view *keys, size_t n, std::vector<Item> &items,
+Store_status Mc_session::lookup(Open_container &oc, const std::string_view *keys, size_t n, Item_list &items,
                                 bool counts_expired) {
   Datum few[4];  // a multi-get's keys; one in the common case, no allocation up to four
   std::vector<Datum> many;
@@ -470,7 +450,7 @@ Store_status Mc_session::lookup(Open_container &oc, const std::string_view *keys
   return {};
 }
 
-Store_status Mc_session::range(Open_container &oc, std::string_view spec, std::vector<Item> &items) {
+Store_status Mc_session::range(Open_container &oc, std::string_view spec, Item_list &items) {
   /* MySQL's range gets: "@<k", "@<=k", "@>k", "@>=k", or a lower and an upper bound "@>=a@<b".
      Rows come in index order, at most mc_max_range_rows of them. */
   struct Bound { Compare_op op; std::string_view key; };
@@ -716,16 +696,14 @@ Session_outcome Mc_session::run(Byte_buffer &in, Byte_buffer &out, unsigned max_
     negotiated_ = true;
   }
   const Session_outcome o = binary_ ? run_binary(in, out, max_requests) : run_text(in, out, max_requests);
-  /* Items are per request (a parked one is looked up again): none is kept between runs, and the
-     capture buffer gives back what one large value made it take, so an idle connection holds
-     kilobytes, not the megabyte of the largest value it ever read. */
-  clear_items();
+  /* Items are per request (a parked one is looked up again): none is kept between runs (the
+     buffers of up to 16 are, each at most 4 KiB), and the capture buffer gives back what one large
+     value made it take, so an idle connection holds kilobytes, not the megabyte of the largest
+     value it ever read. */
   if (!parked_ && !get_resume_ && !dumping_ && !swallow_) prune_containers();  // no request holds one
   capture_.trim(64 << 10);
-  if (items_.capacity() > 1024) {  // a get of thousands of keys
-    std::vector<Item>().swap(items_);
-    std::vector<Open_container *>().swap(owners_);
-  }
+  items_.trim(16);
+  if (owners_.capacity() > 1024) std::vector<Open_container *>().swap(owners_);  // a get of thousands of keys
   return o;
 }
 
@@ -968,10 +946,9 @@ Mc_session::Exec Mc_session::exec_get_part(const Mc_request &rq, Byte_buffer &ou
     }
     const size_t first = items_.size();
     if (selects_container(key)) {
-      Item it;
+      Item &it = items_.emplace_back();
       it.key.assign(key);
       it.value = use_container(key, *oc);
-      items_.push_back(std::move(it));
       owner.push_back(nullptr);
       continue;
     }
@@ -1038,7 +1015,7 @@ Mc_session::Exec Mc_session::exec_get_part(const Mc_request &rq, Byte_buffer &ou
           if (!seen.insert(std::move(id)).second) continue;
         }
         if (kept != i) {
-          items_[kept] = std::move(items_[i]);
+          std::swap(items_[kept], items_[i]);  // the dropped one's buffers stay for reuse
           owner[kept] = owner[i];
         }
         ++kept;
@@ -1433,8 +1410,7 @@ Mc_session::Exec Mc_session::exec_mg(const Mc_request &rq, Byte_buffer &out) {
     if (!st.ok()) return server_error(st, out, false);
     if (ar.outcome == Kv_outcome::stored) {
       Recache_tokens::instance().put(row_key, token_key(oc->def, row_key), ar.cas, {false, true});
-      items_.emplace_back();
-      Item &v = items_.back();
+      Item &v = items_.emplace_back();
       v.key.assign(row_key.data() ? row_key.data() : "", row_key.size());
       v.expiry = expiry;
       v.cas = ar.cas;

@@ -88,6 +88,55 @@ class Mc_session final : public Session {
     uint64_t cas = 0;
     int64_t expiry = 0;
   };
+  /* The items of the current request. A cleared item keeps its strings' buffers for the next
+     request (a get allocates and frees nothing in the steady state); trim() bounds what stays. */
+  class Item_list {
+   public:
+    Item &emplace_back() {
+      if (n_ == v_.size()) v_.emplace_back();
+      Item &it = v_[n_++];
+      it.flags = 0;
+      it.cas = 0;
+      it.expiry = 0;
+      return it;  // its strings are empty: resize() cleared them
+    }
+    void push_back(Item &&x) { emplace_back() = std::move(x); }
+    /* Drops the items from n on (never grows). */
+    void resize(size_t n) {
+      for (size_t i = n; i < n_; ++i) {
+        Item &it = v_[i];
+        it.key.clear();
+        it.reply_key.clear();
+        /* One large value read once is not held for the connection's life. */
+        if (it.value.capacity() > kMaxKeptValue) std::string().swap(it.value);
+        else it.value.clear();
+      }
+      if (n < n_) n_ = n;
+    }
+    void clear() { resize(0); }
+    void erase(Item *from, Item *to) {  // to == end() only, as the callers use it
+      (void)to;
+      resize(size_t(from - begin()));
+    }
+    /* Between runs: at most `keep` items' buffers stay (a get of thousands of keys made many). */
+    void trim(size_t keep) {
+      clear();
+      if (v_.size() > keep) v_.erase(v_.begin() + std::ptrdiff_t(keep), v_.end());
+      if (v_.capacity() > 4 * keep) v_.shrink_to_fit();
+    }
+    size_t size() const { return n_; }
+    bool empty() const { return n_ == 0; }
+    Item &operator[](size_t i) { return v_[i]; }
+    const Item &operator[](size_t i) const { return v_[i]; }
+    Item &back() { return v_[n_ - 1]; }
+    Item *begin() { return v_.data(); }
+    Item *end() { return v_.data() + n_; }
+
+   private:
+    static constexpr size_t kMaxKeptValue = 4096;
+    std::vector<Item> v_;  // [0, n_) are the items; the rest are spare
+    size_t n_ = 0;
+  };
 
   Exec execute(const mc::Mc_request &rq, Byte_buffer &out);
   Exec exec_get(const mc::Mc_request &rq, Byte_buffer &out);
@@ -127,7 +176,7 @@ class Mc_session final : public Session {
   /* "@@name" alone as a get's key found no usable container: the connection is on it all the same. */
   void container_switch_failed(std::string_view key);
   /* Turns captured rows into items, dropping expired ones; returns how many it dropped. */
-  size_t decode_items(const Kv_layout &l, const Captured_rows &rows, std::vector<Item> &items);
+  size_t decode_items(const Kv_layout &l, const Captured_rows &rows, Item_list &items);
   static uint64_t cas_of(Item &it);  // the item's cas; derived from its content if the row has none
   /* The remaining seconds of an item expiring at `expiry`, at least 0, or -1 when it never
      expires (meta's t flag). */
@@ -142,13 +191,13 @@ class Mc_session final : public Session {
     int64_t reported = -1;   // what t shows
   };
   Meta_ttl walk_meta_ttl(const mc::Mc_request &rq, bool found, int64_t item_expiry, bool creates) const;
-  void clear_items();                // items_.clear(), keeping value buffers for the next request
+  void clear_items() { items_.clear(); }  // keeps the items' buffers for the next request
   /* Looks up keys (all in container oc); appends found, unexpired items in request order. */
   /* counts_expired: an expired row counts in get_expired (not for the touching commands, as in
      memcached); counted on a request's first run only (a parked request runs its lookups again). */
-  Store_status lookup(Open_container &oc, const std::string_view *keys, size_t n, std::vector<Item> &items,
+  Store_status lookup(Open_container &oc, const std::string_view *keys, size_t n, Item_list &items,
                       bool counts_expired = true);
-  Store_status range(Open_container &oc, std::string_view spec, std::vector<Item> &items);
+  Store_status range(Open_container &oc, std::string_view spec, Item_list &items);
   /* Where a walk of a container's index in pages (a range, a dump) goes on: its first row, a
      bound (inclusive or not), or past the last row of the page before, by its key (NULL: past
      every NULL, where a number column would read '' as 0 and skip the negative keys). */
@@ -248,8 +297,7 @@ class Mc_session final : public Session {
   bool binary_ = false;      // the connection speaks the binary protocol (its first byte was 0x80)
   mc::Bin_request bin_rq_, parked_bin_;
   uint64_t swallow_ = 0;  // bytes of a refused request's data still to skip
-  std::vector<Item> items_;
-  std::vector<std::string> spare_values_;  // value buffers of earlier items, reused
+  Item_list items_;
   Captured_rows capture_;                  // rows of the current lookup, reused
   std::vector<Open_container *> owners_;   // exec_get: the container of each item
   /* The items a gat/gats already touched (container and key): a gat that waits for a row lock
