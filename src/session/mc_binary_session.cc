@@ -13,8 +13,6 @@ using mc::Bin_request;
 using mc::Bin_status;
 
 Session_outcome Mc_session::run_binary(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) {
-  mc::Mc_limits limits;
-  limits.max_value_size = uint32_t(cfg_.mc_max_value_size);
   unsigned done = 0;
   if (parked_) {
     retrying_ = true;
@@ -34,7 +32,7 @@ Session_outcome Mc_session::run_binary(Byte_buffer &in, Byte_buffer &out, unsign
     }
     if (done >= max_requests || store_.batch_budget_spent() || store_.turn_spent() || out.size() >= cfg_.output_high_water)
       return Session_outcome::yielded;
-    mc::Bin_parse_result pr = mc::parse_binary_request(in.data(), in.size(), limits, &bin_rq_);
+    mc::Bin_parse_result pr = mc::parse_binary_request(in.data(), in.size(), request_limits(), &bin_rq_);
     switch (pr.status) {
       case mc::Mc_parse_status::need_more:
         return Session_outcome::idle;

@@ -707,11 +707,24 @@ Session_outcome Mc_session::run(Byte_buffer &in, Byte_buffer &out, unsigned max_
   return o;
 }
 
-Session_outcome Mc_session::run_text(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) {
+mc::Mc_limits Mc_session::request_limits() const {
   mc::Mc_limits limits;
   limits.max_value_size = uint32_t(cfg_.mc_max_value_size);
   limits.max_multiget_line = cfg_.max_request_size;  // other command lines: 2048 bytes, as memcached's
   limits.max_keys = cfg_.max_tokens;
+  /* Before a required login (no verified client certificate) the network layer holds at most
+     kPreLoginInput of a connection's input: a longer get line or a larger data block is refused
+     here with memcached's error (its data skipped as it comes), not met by that cap, which closes
+     the connection without a word. A login's credentials are far smaller. Evaluated per request:
+     the requests after a login in the same read get the account's limits. */
+  if (pre_login_capped()) {
+    limits.max_value_size = std::min<uint32_t>(limits.max_value_size, uint32_t(kPreLoginLine));
+    limits.max_multiget_line = std::min<size_t>(limits.max_multiget_line, kPreLoginLine);
+  }
+  return limits;
+}
+
+Session_outcome Mc_session::run_text(Byte_buffer &in, Byte_buffer &out, unsigned max_requests) {
   unsigned done = 0;
   if (parked_) {
     retrying_ = true;
@@ -732,14 +745,14 @@ Session_outcome Mc_session::run_text(Byte_buffer &in, Byte_buffer &out, unsigned
     }
     if (done >= max_requests || store_.batch_budget_spent() || store_.turn_spent() ||
         out.size() >= cfg_.output_high_water) return Session_outcome::yielded;
+    mc::Mc_limits limits = request_limits();
     /* A get answered in parts is parsed again as it was accepted: limits lowered since (SET
        GLOBAL) do not cut it short. Its line is in the buffer already, within the cap. */
-    mc::Mc_limits resumed = limits;
     if (get_resume_) {
-      resumed.max_multiget_line = ~size_t(0) >> 1;
-      resumed.max_keys = ~uint32_t(0) >> 1;
+      limits.max_multiget_line = ~size_t(0) >> 1;
+      limits.max_keys = ~uint32_t(0) >> 1;
     }
-    mc::Mc_parse_result pr = mc::parse_request(in.data(), in.size(), get_resume_ ? resumed : limits, &rq_);
+    mc::Mc_parse_result pr = mc::parse_request(in.data(), in.size(), limits, &rq_);
     switch (pr.status) {
       case mc::Mc_parse_status::need_more:
         return Session_outcome::idle;
@@ -747,7 +760,9 @@ Session_outcome Mc_session::run_text(Byte_buffer &in, Byte_buffer &out, unsigned
         counters_.add(counters_.protocol_errors);
         if (pr.reply && pr.error) {
           counters_.add(counters_.errors);
-          mc::encode_line(out, pr.error);
+          /* Before the login the limit was not tablesocket_max_request_size's (request_limits()). */
+          const bool pre_login_get = pre_login_capped() && std::strncmp(pr.error, "SERVER_ERROR get line too long", 30) == 0;
+          mc::encode_line(out, pre_login_get ? "SERVER_ERROR get line too long (before the login)" : pr.error);
         }
         in.clear();
         return Session_outcome::close;

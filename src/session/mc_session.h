@@ -138,6 +138,8 @@ class Mc_session final : public Session {
     size_t n_ = 0;
   };
 
+  /* The parser's limits for the next request (lower before a required login). */
+  mc::Mc_limits request_limits() const;
   Exec execute(const mc::Mc_request &rq, Byte_buffer &out);
   Exec exec_get(const mc::Mc_request &rq, Byte_buffer &out);
   Exec exec_get_part(const mc::Mc_request &rq, Byte_buffer &out);

@@ -771,11 +771,24 @@ class TestMemcachedAuth:
         c.expect(b"STORED\r\n")
         assert mcsrv.sql("SELECT v FROM test.kv WHERE k='k2'") == [("v2",)]
 
-    def test_before_the_login_a_large_request_closes_the_connection(self, mcsrv):
+    def test_before_the_login_a_large_request_is_refused_with_an_error(self, mcsrv):
+        """Before a required login a connection holds at most 16 KB of input: a larger data block
+        or a longer get line is refused with memcached's error as soon as its header is read (the
+        data skipped as it comes), not met by that cap, which closed the connection without a
+        word. The login that follows on the same connection works, and after it the account's
+        limits apply."""
         c = McConn(unix_path=mcsrv.mc_unix)
         c.send(b"set auth 0 0 100000\r\n" + b"u" * 100000 + b"\r\n")
-        assert c.closed_by_peer() == b""
+        c.expect(b"SERVER_ERROR object too large for cache\r\n")
+        c.send(b"get " + b"k " * 6000 + b"\r\n")  # 12 KB line: closed, as any over-long line
+        assert c.closed_by_peer() == b"SERVER_ERROR get line too long (before the login)\r\n"
+        b = McConn(unix_path=mcsrv.mc_unix)
+        assert self.bin_call(b, 0x01, struct.pack(">II", 0, 0), b"bk", b"v" * 100000)[:2] == (0x01, 0x03)  # E2BIG
+        assert self.bin_call(b, 0x21, key=b"PLAIN", value=b"\0mcuser\0mcpw") == (0x21, 0, b"Authenticated")
+        assert self.bin_call(b, 0x00, key=b"hello") == (0x00, 0, b"world")
         c = McConn(unix_path=mcsrv.mc_unix)
+        c.send(b"set auth 0 0 100000\r\n" + b"u" * 100000 + b"\r\n")
+        c.expect(b"SERVER_ERROR object too large for cache\r\n")
         c.send("set whatever 0 0 11\r\nmcuser mcpw\r\n")
         c.expect(b"STORED\r\n")
         c.send(b"set big 0 0 100000\r\n" + b"b" * 100000 + b"\r\n")  # after it, as large as allowed
