@@ -520,6 +520,10 @@ Store_status Mariadb_store::ensure_locked(uint32_t slot_no) {
     batch_other_engines_ = false;
     batch_isolation_set_ = false;
     batch_full_ = false;
+    batch_binlog_bytes_ = 0;
+    /* The cache of a THD is sized when it is first used, by the settings of then: the least value
+       seen is what it has at most (a later SET GLOBAL does not resize it). */
+    binlog_cache_floor_ = std::min({binlog_cache_floor_, uint64_t(binlog_cache_size), uint64_t(max_binlog_cache_size)});
   }
   {
     /* Only InnoDB batches are handed to the commit thread (Aria and MyISAM keep per-handler
@@ -580,8 +584,9 @@ Store_status Mariadb_store::prepare_request(Open_index &idx, enum_sql_command co
   continues_shared_ = false;
   request_share_ = Shared_write{};
   if (!idx.valid()) return Store_status::of(Store_errc::index_not_found);
-  if (shared_write_.slot >= 0 && (share == Stmt_share::none || shared_write_.slot != int64_t(idx.slot_) ||
-                                  shared_write_.index != idx.index_no_ || shared_write_.kind != share))
+  if (shared_write_.slot >= 0 &&
+      (share == Stmt_share::none || shared_write_.slot != int64_t(idx.slot_) || shared_write_.index != idx.index_no_ ||
+       shared_write_.kind != share || !binlog_sharing_room(slots_[idx.slot_].table, false)))
     end_shared_write();
   Table_slot &s = slots_[idx.slot_];
   thd_->lex->sql_command = command;
@@ -685,22 +690,30 @@ void Mariadb_store::end_shared_write() {
   if (shared_write_.slot < 0) return;
   Table_slot &s = slots_[size_t(shared_write_.slot)];
   shared_write_ = Shared_write{};
+  if (thd_->binlog_flush_pending_rows_event(true) || trans_commit_stmt(thd_)) shared_statement_failed();
+  thd_->reset_binlog_for_next_statement();
+  reset_handler(s.table);  // its row logging too
+}
+
+void Mariadb_store::shared_statement_failed() {
   /* The statement's rows are InnoDB's only (statement_sharable): its end commits nothing that can
-     fail. Should it fail all the same, the batch's answered writes are not to be trusted. */
-  if (trans_commit_stmt(thd_)) {
-    sql_print_warning("tablesocket: ending a write statement failed: %s",
-                      thd_->get_stmt_da()->is_error() ? thd_->get_stmt_da()->message() : "unknown error");
-    trans_rollback(thd_);
-    batch_lost_writes_ = true;
-    thd_->variables.option_bits |= OPTION_BEGIN;
-    thd_->server_status |= SERVER_STATUS_IN_TRANS;
-    clear_diagnostics();
-  }
-  reset_handler(s.table);
+     fail (with the binary log: its row event goes to the cache's memory, binlog_sharing_room()).
+     Should it fail all the same, the batch's answered writes are not to be trusted. */
+  sql_print_warning("tablesocket: ending a write statement failed: %s",
+                    thd_->get_stmt_da()->is_error() ? thd_->get_stmt_da()->message() : "unknown error");
+  trans_rollback(thd_);
+  batch_lost_writes_ = true;
+  thd_->variables.option_bits |= OPTION_BEGIN;
+  thd_->server_status |= SERVER_STATUS_IN_TRANS;
+  clear_diagnostics();
 }
 
 void Mariadb_store::unlock_batch_tables() {
-  shared_write_ = Shared_write{};  // its statement ends with the others' below
+  if (shared_write_.slot >= 0) {
+    shared_write_ = Shared_write{};  // its statement ends with the others' below (its handler too)
+    if (thd_->binlog_flush_pending_rows_event(true)) shared_statement_failed();
+    thd_->reset_binlog_for_next_statement();
+  }
   trans_commit_stmt(thd_);
   for (uint32_t n : locked_slots_) {
     Table_slot &s = slots_[n];

@@ -432,9 +432,13 @@ class Mariadb_store final : public Store {
      are paid once, not per request. Each request still fails alone: InnoDB undoes a failed row
      operation itself (to its own savepoint, or the whole transaction for a deadlock, which the
      batch already handles), so a failed request leaves the statement's earlier rows in place. Not
-     where a statement commit does more (binary log row events and caches, Galera's write set, a
-     second handler for long UNIQUEs, system versioning, FULLTEXT, partitions, other engines, the
-     session-dependent DEFAULTs that need the table's database current): see statement_sharable(). */
+     where a statement commit does more (Galera's write set, a second handler for long UNIQUEs,
+     system versioning, FULLTEXT, partitions, other engines, the session-dependent DEFAULTs that
+     need the table's database current): see statement_sharable(). With the binary log on, the
+     statement's rows wait in one pending row event and reach the batch's binary log cache when
+     it ends: only while they certainly fit the cache's memory (binlog_sharing_room()), where
+     writing them cannot fail (past it the cache spills to a file in tmpdir, which can, and then
+     every row of the statement would be undone, not the one request that did not fit). */
   struct Shared_write {
     int64_t slot = -1;  // none open
     uint32_t index = 0;
@@ -445,7 +449,20 @@ class Mariadb_store final : public Store {
   bool continues_shared_ = false;  // the current request runs in shared_write_'s statement
   uint64_t rows_changed_before_ = 0;  // the table handler's rows_changed as the request started
   bool statement_sharable(TABLE *t) const;
-  void end_shared_write();  // commits the open shared statement's rows (their requests answered)
+  /* Binary log on: an upper bound of the bytes this batch's rows put in its binary log cache, as
+     long as every write of the batch was a one-row write of a table without BLOB/TEXT columns
+     (kBinlogUnbounded from any other write on). */
+  static constexpr uint64_t kBinlogUnbounded = ~uint64_t(0);
+  uint64_t batch_binlog_bytes_ = 0;
+  uint64_t binlog_cache_floor_ = ~uint64_t(0);  // the least binlog_cache_size/max_binlog_cache_size seen
+  bool binlog_on() const;
+  /* After a write request: adds its rows to batch_binlog_bytes_. */
+  void count_binlog_bytes(TABLE *t, bool continued);
+  /* A shared statement on t may take one more row (or start with this one): the batch's binary log
+     cache stays in memory with any row of t and the statement's own events. */
+  bool binlog_sharing_room(TABLE *t, bool starting) const;
+  void end_shared_write();
+  void shared_statement_failed();  // ending the shared statement failed: the batch's writes are lost  // commits the open shared statement's rows (their requests answered)
   Store_status store_value(Field *f, const Datum &v);
   Store_status failed_write(Table_slot &s, int handler_error);
   Store_status commit_failed();

@@ -182,8 +182,12 @@ Store_status Mariadb_store::begin_write(Table_slot &s, const Open_index &idx) {
   thd_->set_time();  // CURRENT_TIMESTAMP defaults and the binlog event time
   thd_->lock = s.lock;  // binlog_write_table_maps() finds the written table here
   thd_->set_current_stmt_binlog_format_row();
-  thd_->reset_binlog_for_next_statement();
-  s.table->file->prepare_for_row_logging();
+  if (!continues_shared_) {
+    /* A statement logs its table map once, before its first row event: a shared one's later
+       requests add rows to its pending row event (end_write() keeps both). */
+    thd_->reset_binlog_for_next_statement();
+    s.table->file->prepare_for_row_logging();
+  }
   /* A UNIQUE too long for a B-tree (checked through a hash index) or a WITHOUT OVERLAPS key is
      checked by the server on every write with a second handler and a row buffer, which SQL sets up
      before each INSERT, UPDATE or DELETE. The second handler lives until end_batch() resets the
@@ -277,8 +281,75 @@ bool Mariadb_store::statement_sharable(TABLE *t) const {
     return false;
   for (uint i = 0; i < ts->keys; ++i)
     if (t->key_info[i].flags & HA_FULLTEXT) return false;  // InnoDB counts FTS doc ids per statement
-  if (mysql_bin_log.is_open() && (thd_->variables.option_bits & OPTION_BIN_LOG)) return false;
+  if (binlog_on() && !binlog_sharing_room(t, true)) return false;
   return !galera_replicating(thd_);
+}
+
+bool Mariadb_store::binlog_on() const {
+  return mysql_bin_log.is_open() && (thd_->variables.option_bits & OPTION_BIN_LOG);
+}
+
+/* The bytes of one row image in a row event, at most: each column's data (a VARCHAR's actual
+   length) with its length bytes, and the null bits. */
+static uint64_t binlog_image_bytes(TABLE *t, const uchar *rec) {
+  const my_ptrdiff_t off = rec - t->record[0];
+  uint64_t n = t->s->null_bytes + 8;
+  for (Field **fp = t->field; *fp; ++fp) {
+    Field *f = *fp;
+    f->move_field_offset(off);
+    n += f->data_length() + 4;
+    f->move_field_offset(-off);
+  }
+  return n;
+}
+
+/* A row event's header and column bitmaps, and the table map a statement writes first (with
+   binlog_row_metadata=FULL: the column names and ENUM/SET members too), at most. */
+static uint64_t binlog_statement_bytes(TABLE *t) {
+  const TABLE_SHARE *ts = t->s;
+  uint64_t n = 512 + ts->db.length + ts->table_name.length;
+  for (Field **fp = t->field; *fp; ++fp) {
+    const Field *f = *fp;
+    n += 16 + f->field_name.length;
+    if (const TYPELIB *tl = f->get_typelib())
+      for (unsigned i = 0; i < tl->count; ++i) n += 2 + tl->type_lengths[i];
+  }
+  return n;
+}
+
+/* Per row beyond its images: its share of a row event's header when binlog_row_event_max_size
+   (256 bytes at least) splits the statement's rows into several events. */
+static uint64_t binlog_row_overhead(TABLE *t) { return 64 + 2 * ((t->s->fields + 7) / 8); }
+
+bool Mariadb_store::binlog_sharing_room(TABLE *t, bool starting) const {
+  if (!binlog_on() || !t) return true;
+  if (t->s->blob_fields || batch_binlog_bytes_ == kBinlogUnbounded) return false;  // a row's size unknown before
+  /* The cache's memory: binlog_cache_size bytes (rounded up to 4 KiB); past them it is written to a
+     temporary file, which can fail (tmpdir full) as can passing max_binlog_cache_size. Kept 4 KiB
+     short of both. */
+  const uint64_t room = binlog_cache_floor_ > 4096 ? binlog_cache_floor_ - 4096 : 0;
+  /* Another row at its largest (every VARCHAR full: an update's two images); starting, the
+     statement's first row and events are counted already (end_write). */
+  const uint64_t next = starting ? 0 : 2 * (uint64_t(t->s->reclength) + 4 * t->s->fields + 8) + binlog_row_overhead(t);
+  return batch_binlog_bytes_ <= room && next <= room - batch_binlog_bytes_;
+}
+
+void Mariadb_store::count_binlog_bytes(TABLE *t, bool continued) {
+  if (!binlog_on() || batch_binlog_bytes_ == kBinlogUnbounded) return;
+  const uint64_t rows = t->file->rows_changed - rows_changed_before_;
+  /* Only one-row requests of tables without BLOB/TEXT columns are counted (their rows are in the
+     table's records now); any other write leaves the batch's cache size unknown. */
+  if (request_share_.kind == Stmt_share::none || rows > 1 || t->s->blob_fields) {
+    batch_binlog_bytes_ = kBinlogUnbounded;
+    return;
+  }
+  uint64_t n = continued ? 0 : binlog_statement_bytes(t);
+  if (rows) {
+    /* An update logs the row before (record[1]) and after (record[0]); an insert or a delete one. */
+    n += binlog_image_bytes(t, t->record[0]) + binlog_row_overhead(t);
+    if (thd_->lex->sql_command == SQLCOM_UPDATE) n += binlog_image_bytes(t, t->record[1]);
+  }
+  batch_binlog_bytes_ += n;
 }
 
 bool Mariadb_store::end_write(Table_slot &s, bool ok) {
@@ -290,6 +361,7 @@ bool Mariadb_store::end_write(Table_slot &s, bool ok) {
      after a failed one that changed no row (InnoDB undid its row operation). A request that failed
      after changing a row (which one-row requests never do) cannot be undone alone: the statement
      is rolled back, with the batch's earlier rows in it, whose writers the worker then closes. */
+  count_binlog_bytes(s.table, continued);
   bool keep = false;
   if (continued) {
     keep = ok || h->rows_changed == rows_changed_before_;
@@ -304,7 +376,7 @@ bool Mariadb_store::end_write(Table_slot &s, bool ok) {
     ok = false;
   }
   if (!keep && !ok) trans_rollback_stmt(thd_);
-  h->row_logging = h->row_logging_init = 0;
+  if (!keep) h->row_logging = h->row_logging_init = 0;  // kept: the shared statement's next rows are logged too
   if (keep) {
     s.table->use_all_columns();  // as reset_handler() leaves them for the next request
     s.table->rpl_write_set = s.table->write_set;
@@ -317,7 +389,7 @@ bool Mariadb_store::end_write(Table_slot &s, bool ok) {
     thd_->reset_db(&no_db);
     statement_db_set_ = false;
   }
-  thd_->reset_binlog_for_next_statement();
+  if (!keep) thd_->reset_binlog_for_next_statement();  // kept: its table map is written
   thd_->lock = nullptr;
   thd_->count_cuted_fields = CHECK_FIELD_IGNORE;
   thd_->abort_on_warning = false;
@@ -328,6 +400,7 @@ bool Mariadb_store::end_write(Table_slot &s, bool ok) {
     trans_rollback(thd_);
     if (keep) {  // the shared statement went with the transaction
       shared_write_ = Shared_write{};
+      thd_->reset_binlog_for_next_statement();
       reset_handler(s.table);
     }
     galera_end_command(thd_);  // a Galera transaction aborted for a conflict ends here too

@@ -262,6 +262,51 @@ def test_tablesocket_transactions_are_committed_with_an_xid_event_like_sql(pair)
                      f"(transaction number, last event): {bad}")
 
 
+def test_pipelined_one_row_writes_share_statements_and_replicate(pair):
+    """Consecutive one-row writes of a batch (pipelined, from several connections) share one
+    statement with the binary log on too: one table map for many rows, as a multi-row INSERT or
+    UPDATE logs them, instead of one statement per request. Failures between them (a duplicate
+    key, a bad value) fail alone; the replica ends up with exactly the primary's rows."""
+    prim, repl = pair
+    prim.exec_sql("DROP TABLE IF EXISTS rt_sh")
+    prim.exec_sql("CREATE TABLE rt_sh (id int primary key, k varchar(20) not null, n int not null, "
+                  "unique key uk(k)) ENGINE=InnoDB")
+    prim.exec_sql("INSERT INTO rt_sh SELECT seq, CONCAT('k', seq), seq FROM seq_1_to_200")
+    _catch_up(prim, repl)
+    start = prim.sql("SHOW MASTER STATUS", db=None)[0]
+    conns = [h.hs_open(prim.hs_port_wr, "rt_sh", "id,k,n") for _ in range(4)]
+    try:
+        for c in conns:
+            _ok(c.request("P\t2\ttest\trt_sh\tPRIMARY\tn\n"), b"0\t1\n")
+        for rnd in range(3):
+            for ci, c in enumerate(conns):
+                base = rnd * 100 + ci * 25
+                lines = [f"1\t+\t3\t{1000 + base + j}\tnew{1000 + base + j}\t{j}\n" for j in range(25)]
+                lines += [f"2\t=\t1\t{1 + (base + j) % 200}\t1\t0\t+\t1\n" for j in range(25)]
+                lines.insert(10, "1\t+\t3\t5000\tk7\t0\n")  # a duplicate k: fails alone
+                lines.insert(40, "2\t=\t1\t3\t1\t0\tU\tnot-a-number\n")  # a bad value: fails alone
+                c.send("".join(lines))
+            for c in conns:
+                r = c.recv_lines(52, timeout=30)
+                assert r[10].startswith(b"1\t1\t") and r[40].startswith(b"1\t1\t"), (r[10], r[40])
+                assert [x for i, x in enumerate(r) if i not in (10, 40)] == [b"0\t1\n"] * 25 + [b"0\t1\t1\n"] * 25, r
+    finally:
+        for c in conns:
+            c.close()
+    events = prim.sql(f"SHOW BINLOG EVENTS IN '{start[0]}' FROM {start[1]}", db=None)
+    writes = 3 * 4 * 50
+    maps = sum(1 for e in events if e[2] == "Table_map")
+    assert sum(1 for e in events if e[2] == "Xid") < writes / 4, "batches did not group the writes"
+    assert maps < writes / 4, f"{maps} table maps for {writes} one-row writes: statements were not shared"
+    _catch_up(prim, repl)
+    st = _slave_status(repl)
+    assert st.get("Slave_SQL_Running") == "Yes" and not st.get("Last_SQL_Error"), st
+    q = "SELECT id, k, n FROM rt_sh ORDER BY id"
+    want = prim.sql(q)
+    assert len(want) == 200 + 300 and repl.sql(q) == want
+    assert prim.sql("SELECT SUM(n) FROM rt_sh WHERE id <= 200") == [(str(200 * 201 // 2 + 300),)]
+
+
 def test_a_multi_row_update_that_waited_for_a_row_lock_replicates_once(pair):
     """The increment of rows 1..10 meets an SQL row lock on row 5 and is retried every few ms until
     COMMIT; each failed try must leave nothing in the binlog, or the replica would apply partial

@@ -906,6 +906,33 @@ def test_writes_are_not_failed_by_their_batch_when_the_binlog_cache_cannot_spill
         assert s.sql("SELECT COUNT(*) FROM kv WHERE k LIKE 't%'") == [("60",)]
 
 
+def test_shared_write_statements_stay_within_the_binlog_cache_memory(request):
+    """With the binary log on, consecutive one-row writes share a statement whose rows reach the
+    batch's binary log cache only when it ends: all of them would be undone if writing them
+    failed, so they share only while they fit the cache's memory (binlog_cache_size), where
+    nothing can fail; past it each request is its own statement again, and one that cannot
+    spill into tmpdir (gone here) runs again in the next batch. 300 pipelined inserts and 300
+    updates of ~300-byte rows through a 16 KB cache: every one succeeds, each exactly once."""
+    with h.private_server(request, "binlog-share", ["--log-bin=binlog", "--server-id=1",
+                                                    "--binlog-cache-size=16384",
+                                                    "--tablesocket-threads=1"]) as s:
+        s.exec_sql("CREATE TABLE bs (id int primary key, v varchar(100) character set latin1, n int) ENGINE=InnoDB")
+        start = s.sql("SHOW MASTER STATUS", db=None)[0]
+        shutil.rmtree(s.tmpdir)  # the cache's temporary files can no longer be created
+        try:
+            with h.hs_open(s.hs_port_wr, "bs", "id,v,n") as w:
+                burst = "".join(f"1\t+\t3\t{i}\t{chr(97 + i % 26) * 95}\t{i}\n" for i in range(1, 301))
+                assert w.request(burst, timeout=30) == b"0\t1\n" * 300
+                upd = "".join(f"1\t=\t1\t{i}\t1\t0\tU\t{i}\t{'u' * 90}\t{-i}\n" for i in range(1, 301))
+                assert w.request(upd, timeout=30) == b"0\t1\t1\n" * 300
+        finally:
+            s.tmpdir.mkdir(parents=True, exist_ok=True)
+        assert s.sql("SELECT COUNT(*), SUM(n), SUM(v = REPEAT('u', 90)) FROM bs") == [("300", str(-300 * 301 // 2), "300")]
+        events = s.sql(f"SHOW BINLOG EVENTS IN '{start[0]}' FROM {start[1]}", db=None)
+        maps = sum(1 for e in events if e[2] == "Table_map")
+        assert maps < 600, f"{maps} table maps for 600 one-row writes: no statement was shared"
+
+
 @pytest.mark.parametrize("lock,unlock", [
     ("LOCK TABLES rl READ", "UNLOCK TABLES"),
     ("FLUSH TABLES rl FOR EXPORT", "UNLOCK TABLES"),
