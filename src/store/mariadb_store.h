@@ -461,8 +461,8 @@ class Mariadb_store final : public Store {
   /* A shared statement on t may take one more row (or start with this one): the batch's binary log
      cache stays in memory with any row of t and the statement's own events. */
   bool binlog_sharing_room(TABLE *t, bool starting) const;
-  void end_shared_write();
-  void shared_statement_failed();  // ending the shared statement failed: the batch's writes are lost  // commits the open shared statement's rows (their requests answered)
+  void end_shared_write();          // commits the open shared statement's rows (their requests answered)
+  void shared_statement_failed();   // ending it failed: the batch's answered writes are lost
   Store_status store_value(Field *f, const Datum &v);
   Store_status failed_write(Table_slot &s, int handler_error);
   Store_status commit_failed();
