@@ -43,6 +43,10 @@ Session_outcome Mc_session::run_binary(Byte_buffer &in, Byte_buffer &out, unsign
         return Session_outcome::close;
       case mc::Mc_parse_status::error:
         counters_.add(counters_.errors);
+        if (refused_before_login(bin_rq_, out)) {
+          in.clear();
+          return Session_outcome::close;
+        }
         /* A set refused as too large drops the old item, as memcached's does (a stale value must
            not outlive a set the client was told failed). */
         if (pr.error == Bin_status::e2big && bin_rq_.op == Bin_op::set) drop_refused_item(bin_rq_.key);
@@ -102,6 +106,24 @@ Mc_session::Open_container *Mc_session::bin_resolve(const Bin_request &rq, Byte_
     return nullptr;
   }
   return oc;
+}
+
+bool Mc_session::refused_before_login(const Bin_request &rq, Byte_buffer &out) {
+  /* Before a required login only the login (SASL list, auth, step), version and quit are served,
+     as by memcached with SASL on (-S), which checks before it reads a request's body: any other
+     request the parser refused (an unknown opcode, a body too large) gets AUTH_ERROR and the
+     connection is closed, as the requests exec_bin() refuses. */
+  switch (rq.opcode) {  // the opcode as sent (an unknown one has no Bin_op)
+    case 0x20: case 0x21: case 0x22: case 0x0b: case 0x07: case 0x17: return false;
+    default: break;
+  }
+  if (!awaiting_login()) return false;
+  Auth_state::Identity id;
+  Principal *p = nullptr;
+  if (!auth_.identity(&id, &p, uses_anonymous_account(cfg_)).ok() || id != Auth_state::Identity::unauthenticated)
+    return false;  // (a verified client certificate logged it in)
+  mc::encode_bin_error(out, rq, Bin_status::auth_error);
+  return true;
 }
 
 Mc_session::Exec Mc_session::exec_bin(const Bin_request &rq, Byte_buffer &out) {
@@ -378,6 +400,10 @@ Mc_session::Exec Mc_session::bin_stat(const Bin_request &rq, Byte_buffer &out) {
   std::vector<Stat> stats;
   /* memcached's binary stats know neither of the text protocol's "conns" and "cachedump". */
   const bool text_only = rq.key == "conns" || rq.key.substr(0, 9) == "cachedump";
+  if (rq.key == "reset" && principal_) {  // as FLUSH STATUS: RELOAD (memcached lets anyone)
+    Store_status st = store_.check_reload_privilege(*principal_);
+    if (!st.ok()) return bin_server_error(st, rq, out);
+  }
   switch (text_only ? Stats_kind::unknown : collect_stats(rq.key, &stats)) {
     case Stats_kind::listed:
       for (const Stat &s : stats) mc::encode_bin_response(out, rq, Bin_status::ok, 0, {}, s.name, s.value);

@@ -1296,6 +1296,10 @@ Mc_session::Exec Mc_session::exec_stats(const Mc_request &rq, Byte_buffer &out) 
     two.append(arg).append(1, ' ').append(rq.stats_args[1]);
     arg = two;
   }
+  if (arg == "reset" && principal_) {  // as FLUSH STATUS: RELOAD (memcached lets anyone)
+    Store_status st = store_.check_reload_privilege(*principal_);
+    if (!st.ok()) return server_error(st, out, false);
+  }
   switch (collect_stats(arg, &stats)) {
     case Stats_kind::listed:
       for (const Stat &st : stats) mc::encode_stat(out, st.name, st.value);

@@ -138,6 +138,9 @@ class Mc_session final : public Session {
     size_t n_ = 0;
   };
 
+  /* Binary protocol, a request the parser refused: before a required login it gets AUTH_ERROR
+     (true: close the connection). */
+  bool refused_before_login(const mc::Bin_request &rq, Byte_buffer &out);
   /* The parser's limits for the next request (lower before a required login). */
   mc::Mc_limits request_limits() const;
   Exec execute(const mc::Mc_request &rq, Byte_buffer &out);

@@ -200,6 +200,7 @@ class Mariadb_store final : public Store {
      that fails. */
   bool attach(const char *thread_name, const char *charset);
 
+  Store_status check_reload_privilege(Principal &p) override;
   Store_status login(const Peer &peer, const Login_request &req, std::unique_ptr<Principal> *out) override;
   Store_status open_index(const Index_spec &spec, Open_index &out) override;
   Store_status find(Open_index &idx, const Find_request &req, Row_sink &sink) override;

@@ -373,6 +373,19 @@ Store_status Mariadb_store::check_table_visible(Mariadb_principal &p, const Tabl
   return denied_by_last_error();
 }
 
+Store_status Mariadb_store::check_reload_privilege(Principal &principal) {
+  Mariadb_principal &p = static_cast<Mariadb_principal &>(principal);
+  const uint64_t now = monotonic_ms();
+  if (now - p.refreshed_ms >= cfg_.privilege_check_interval_ms) {
+    p.valid = rebuild_context(p);
+    p.refreshed_ms = now;
+  }
+  if (!p.valid) return deny("Access denied: the account " + p.account() + " no longer exists");
+  /* The account's global privileges with its active role's (acl_getroot, acl_setrole). */
+  if (p.sctx.master_access & RELOAD_ACL) return {};
+  return deny("Access denied; you need (at least one of) the RELOAD privilege(s) for this operation");
+}
+
 Store_status Mariadb_store::authorize(Open_index &idx, uint8_t want) {
   Mariadb_principal &p = static_cast<Mariadb_principal &>(*idx.principal_);
   const uint64_t now = monotonic_ms();

@@ -272,6 +272,9 @@ class Store {
   /* Checks credentials and builds the account's security context. access_denied (with the
      reason in message, phrased for the client) when the login fails; table_busy: retry later. */
   virtual Store_status login(const Peer &peer, const Login_request &req, std::unique_ptr<Principal> *out) = 0;
+  /* May the account zero the server-wide figures clients see (memcached's `stats reset`)? As SQL's
+     FLUSH STATUS: the global RELOAD privilege; access_denied with SQL's message otherwise. */
+  virtual Store_status check_reload_privilege(Principal &p) = 0;
   /* Resolves spec into out (replacing what out held). table_busy means "retry later". */
   virtual Store_status open_index(const Index_spec &spec, Open_index &out) = 0;
   virtual Store_status find(Open_index &idx, const Find_request &req, Row_sink &sink) = 0;

@@ -782,10 +782,17 @@ class TestMemcachedAuth:
         c.expect(b"SERVER_ERROR object too large for cache\r\n")
         c.send(b"get " + b"k " * 6000 + b"\r\n")  # 12 KB line: closed, as any over-long line
         assert c.closed_by_peer() == b"SERVER_ERROR get line too long (before the login)\r\n"
+        for op, extras, key, value in ((0x01, struct.pack(">II", 0, 0), b"bk", b"v" * 100000),  # too large
+                                       (0x1b, struct.pack(">I", 1), b"", b""),  # verbosity
+                                       (0x55, b"", b"", b"x" * 100)):  # an unknown opcode
+            b = McConn(unix_path=mcsrv.mc_unix)  # binary: refused and closed, as memcached -S does
+            assert self.bin_call(b, op, extras, key, value) == (op, 0x20, b"Auth failure."), op
+            assert b.closed_by_peer() == b""
         b = McConn(unix_path=mcsrv.mc_unix)
-        assert self.bin_call(b, 0x01, struct.pack(">II", 0, 0), b"bk", b"v" * 100000)[:2] == (0x01, 0x03)  # E2BIG
         assert self.bin_call(b, 0x21, key=b"PLAIN", value=b"\0mcuser\0mcpw") == (0x21, 0, b"Authenticated")
+        assert self.bin_call(b, 0x01, struct.pack(">II", 0, 0), b"bk", b"v" * 100000)[:2] == (0x01, 0)
         assert self.bin_call(b, 0x00, key=b"hello") == (0x00, 0, b"world")
+        mcsrv.exec_sql("DELETE FROM test.kv WHERE k='bk'")
         c = McConn(unix_path=mcsrv.mc_unix)
         c.send(b"set auth 0 0 100000\r\n" + b"u" * 100000 + b"\r\n")
         c.expect(b"SERVER_ERROR object too large for cache\r\n")
@@ -871,6 +878,36 @@ class TestMemcachedAuth:
         c.expect(b"CLIENT_ERROR User 'mchourly'@'localhost' has exceeded the 'max_queries_per_hour' resource (4)\r\n")
         assert mcsrv.sql("SELECT v FROM test.kv WHERE k='hq'") == [("1",)]
         mcsrv.exec_sql("DELETE FROM test.kv WHERE k='hq'")
+
+    def test_stats_reset_needs_reload(self, mcsrv):
+        """`stats reset` zeroes the figures every memcached client's `stats` shows, server-wide: as
+        SQL's FLUSH STATUS it needs RELOAD (any logged-in account could run it, a helper found)."""
+        mcsrv.exec_sql("DROP USER IF EXISTS 'mcreload'@'localhost'")
+        mcsrv.exec_sql("CREATE USER 'mcreload'@'localhost' IDENTIFIED BY 'rl'")
+        mcsrv.exec_sql("GRANT RELOAD ON *.* TO 'mcreload'@'localhost'")
+        ro = McConn(unix_path=mcsrv.mc_unix)
+        ro.send("set whatever 0 0 7\r\nmcro ro\r\n")
+        ro.expect(b"STORED\r\n")
+        ro.send("get hello\r\n")
+        ro.expect(b"VALUE hello 0 5\r\nworld\r\nEND\r\n")
+        ro.send("stats reset\r\n")
+        ro.expect(b"CLIENT_ERROR Access denied; you need (at least one of) the RELOAD privilege(s) for this operation\r\n")
+        ro.send("stats\r\n")
+        assert b"STAT cmd_get 0\r\n" not in ro.recv_until(b"END\r\n")
+        rb = McConn(unix_path=mcsrv.mc_unix)  # the binary protocol's stat "reset": refused too
+        assert self.bin_call(rb, 0x21, key=b"PLAIN", value=b"\0mcro\0ro") == (0x21, 0, b"Authenticated")
+        assert self.bin_call(rb, 0x10, key=b"reset")[:2] == (0x10, 0x20)
+        adm = McConn(unix_path=mcsrv.mc_unix)
+        adm.send("set whatever 0 0 11\r\nmcreload rl\r\n")
+        adm.expect(b"STORED\r\n")
+        adm.send("stats reset\r\n")
+        adm.expect(b"RESET\r\n")
+        adm.send("stats\r\n")
+        assert b"STAT cmd_get 0\r\n" in adm.recv_until(b"END\r\n")
+        mcsrv.exec_sql("REVOKE RELOAD ON *.* FROM 'mcreload'@'localhost'")
+        time.sleep(INTERVAL_MS / 1000 + 0.2)
+        adm.send("stats reset\r\n")
+        assert adm.recv_until(b"\r\n").startswith(b"CLIENT_ERROR Access denied; you need")
 
     # the binary protocol's SASL PLAIN login (memcached -S)
 
