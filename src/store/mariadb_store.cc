@@ -1461,6 +1461,19 @@ Store_status Mariadb_store::table_size(Open_index &idx, Table_size *out) {
   return {};
 }
 
+Store_status Mariadb_store::scan_failed(int e) {
+  /* The table was recreated (TRUNCATE, a copying ALTER) after this batch's transaction began:
+     InnoDB cannot use its new indexes in that transaction (HA_ERR_TABLE_DEF_CHANGED, "Table
+     definition has changed, please retry transaction"). SQL's client must retry; here the request
+     runs again in a later batch, a new transaction (a helper saw gets answered "storage engine
+     error 159" during TRUNCATE while other clients' writes kept the batch open). */
+  if (e == HA_ERR_TABLE_DEF_CHANGED) {
+    batch_full_ = true;
+    return Store_status::of(Store_errc::table_busy);
+  }
+  return Store_status::of(Store_errc::handler_error, e);
+}
+
 Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_sink *sink,
                                  const Modify_request *mod, uint64_t *count) {
   Table_slot &s = slots_[idx.slot_];
@@ -1518,7 +1531,7 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
      index is still open, positioned by a request just like this one). */
   if ((mod && !continues_shared_) || h->inited != handler::INDEX || h->active_index != idx.index_no_) {
     h->ha_index_or_rnd_end();
-    if (int e = h->ha_index_init(idx.index_no_, true)) return Store_status::of(Store_errc::handler_error, e);
+    if (int e = h->ha_index_init(idx.index_no_, true)) return scan_failed(e);
   }
 
   /* Modifying rows of the index being walked could revisit them: collect positions first then. */
@@ -1636,7 +1649,7 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
                : (r != 0 && r != HA_ERR_RECORD_DELETED && r != HA_ERR_KEY_NOT_FOUND && r != HA_ERR_END_OF_FILE) ? r : 0;
   if (err) {
     if (sink) sink->cancel();
-    return Store_status::of(Store_errc::handler_error, err);
+    return scan_failed(err);
   }
   if (sink) sink->end();
   *count = mod ? modified : hits;

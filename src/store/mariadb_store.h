@@ -470,6 +470,7 @@ class Mariadb_store final : public Store {
   enum class Arith { stored, sign_flip, failed };
   Arith add_to_field(Field *f, const Datum &v, bool subtract);
   Store_status lock_failed();
+  Store_status scan_failed(int handler_error);  // a scan's handler error (a recreated table: run it again)
   bool binlog_cache_full();
   /* The statement failed for max_binlog_cache_size or max_binlog_stmt_cache_size. */
   bool binlog_cache_error() const;

@@ -933,6 +933,55 @@ def test_shared_write_statements_stay_within_the_binlog_cache_memory(request):
         assert maps < 600, f"{maps} table maps for 600 one-row writes: no statement was shared"
 
 
+def test_gets_while_the_container_table_is_truncated_answer_rows_or_misses(request):
+    """TRUNCATE recreates the table; a batch whose transaction began before it (kept open by other
+    clients' writes, here pipelined touches of another container) cannot use the new table's
+    indexes: InnoDB's "table definition has changed, please retry transaction". Gets were
+    answered `SERVER_ERROR storage engine error 159` (a helper: 10 in 100 truncates); they now run
+    again in a later transaction and get the row or a miss."""
+    with h.private_server(request, "truncate-gets", ["--tablesocket-threads=1"]) as s:
+        s.exec_sql("CREATE TABLE test.t159 LIKE test.kv")
+        s.exec_sql("REPLACE INTO innodb_memcache.containers VALUES "
+                   "('t159', 'test', 't159', 'k', 'v', 'flags', 'cas', 'exp', 'PRIMARY')")
+        time.sleep(1.5)  # the containers are reread once a second
+        stop = threading.Event()
+        bad: list[bytes] = []
+
+        def writer():
+            c = McConn(s.mc_port)
+            c.request("set hot 0 0 1\r\nx\r\n", b"STORED\r\n")
+            while not stop.is_set():
+                c.send(b"gat 0 hot\r\n" * 50)
+                for _ in range(50):
+                    c.recv_until(b"END\r\n", timeout=30)
+
+        def reader():
+            c = McConn(s.mc_port)
+            c.request("get @@t159\r\n", b"VALUE @@t159 0 9\r\ntest/t159\r\nEND\r\n")
+            while not stop.is_set():
+                c.send(b"mg a v\r\nmn\r\n")
+                got = b""
+                while not got.endswith(b"MN\r\n"):
+                    got += c.recv_until(b"MN\r\n", timeout=30)
+                if b"ERROR" in got:
+                    bad.append(got)
+
+        threads = [threading.Thread(target=writer, daemon=True) for _ in range(4)]
+        threads += [threading.Thread(target=reader, daemon=True) for _ in range(3)]
+        for t in threads:
+            t.start()
+        try:
+            for _ in range(60):
+                s.exec_sql("TRUNCATE TABLE test.t159")
+                s.exec_sql("REPLACE INTO test.t159 VALUES ('a', 'x', 0, 0, 0)")
+                time.sleep(0.03)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(timeout=30)
+        assert not bad, bad[:3]
+
+
 @pytest.mark.parametrize("lock,unlock", [
     ("LOCK TABLES rl READ", "UNLOCK TABLES"),
     ("FLUSH TABLES rl FOR EXPORT", "UNLOCK TABLES"),
