@@ -108,16 +108,24 @@ Mc_session::Open_container *Mc_session::bin_resolve(const Bin_request &rq, Byte_
   return oc;
 }
 
-bool Mc_session::refused_before_login(const Bin_request &rq, Byte_buffer &out) {
-  /* Before a required login only the login (SASL list, auth, step), version and quit are served,
-     as by memcached with SASL on (-S), which checks before it reads a request's body: any other
-     request the parser refused (an unknown opcode, a body too large) gets AUTH_ERROR and the
-     connection is closed, as the requests exec_bin() refuses. */
-  switch (rq.opcode) {  // the opcode as sent (an unknown one has no Bin_op)
-    case 0x20: case 0x21: case 0x22: case 0x0b: case 0x07: case 0x17: return false;
-    default: break;
+/* What is served before a required login, as by memcached with SASL on (-S): the login (SASL
+   list, auth, step), version and quit. By the opcode as sent: one the parser refused (an unknown
+   opcode) has no Bin_op. */
+static bool served_before_login(uint8_t opcode) {
+  switch (Bin_op(opcode)) {
+    case Bin_op::sasl_list_mechs: case Bin_op::sasl_auth: case Bin_op::sasl_step:
+    case Bin_op::version: case Bin_op::quit: case Bin_op::quitq:
+      return true;
+    default:
+      return false;
   }
-  if (!awaiting_login()) return false;
+}
+
+bool Mc_session::refused_before_login(const Bin_request &rq, Byte_buffer &out) {
+  /* memcached checks before it reads a request's body: any other request the parser refused (an
+     unknown opcode, a body too large) gets AUTH_ERROR and the connection is closed, as the
+     requests exec_bin() refuses. */
+  if (served_before_login(rq.opcode) || !awaiting_login()) return false;
   Auth_state::Identity id;
   Principal *p = nullptr;
   if (!auth_.identity(&id, &p, uses_anonymous_account(cfg_)).ok() || id != Auth_state::Identity::unauthenticated)
@@ -127,8 +135,7 @@ bool Mc_session::refused_before_login(const Bin_request &rq, Byte_buffer &out) {
 }
 
 Mc_session::Exec Mc_session::exec_bin(const Bin_request &rq, Byte_buffer &out) {
-  const bool login_op = rq.op == Bin_op::sasl_list_mechs || rq.op == Bin_op::sasl_auth || rq.op == Bin_op::sasl_step;
-  if (!login_op && rq.op != Bin_op::version && rq.op != Bin_op::quit) {
+  if (!served_before_login(rq.opcode)) {
     /* Who this request runs as (a login, a TLS client certificate, or the anonymous account). */
     Auth_state::Identity id;
     Store_status st = auth_.identity(&id, &principal_, uses_anonymous_account(cfg_));

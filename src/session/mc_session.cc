@@ -512,12 +512,11 @@ Store_status Mc_session::range(Open_container &oc, std::string_view spec, Item_l
     /* A key no text-protocol reply can carry (a space, CR, LF or NUL in it: the binary protocol
        and SQL may store one; over 250 bytes) is skipped: its VALUE line would put the client out
        of step. */
-    items.erase(std::remove_if(items.begin() + std::ptrdiff_t(before), items.end(),
-                               [](const Item &it) {
-                                 return it.key.size() > mc::kMaxKeyLength ||
-                                        it.key.find_first_of(std::string_view(" \r\n\0", 4)) != std::string::npos;
-                               }),
-                items.end());
+    Item *kept = std::remove_if(items.begin() + std::ptrdiff_t(before), items.end(), [](const Item &it) {
+      return it.key.size() > mc::kMaxKeyLength ||
+             it.key.find_first_of(std::string_view(" \r\n\0", 4)) != std::string::npos;
+    });
+    items.resize(size_t(kept - items.begin()));
     const size_t rows = capture_.ncells() / nc;
     if (rows < fr.limit || rows == 0) break;  // the range has no more rows
     at.move_past(capture_, (rows - 1) * nc);

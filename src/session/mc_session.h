@@ -100,7 +100,6 @@ class Mc_session final : public Session {
       it.expiry = 0;
       return it;  // its strings are empty: resize() cleared them
     }
-    void push_back(Item &&x) { emplace_back() = std::move(x); }
     /* Drops the items from n on (never grows). */
     void resize(size_t n) {
       for (size_t i = n; i < n_; ++i) {
@@ -114,10 +113,6 @@ class Mc_session final : public Session {
       if (n < n_) n_ = n;
     }
     void clear() { resize(0); }
-    void erase(Item *from, Item *to) {  // to == end() only, as the callers use it
-      (void)to;
-      resize(size_t(from - begin()));
-    }
     /* Between runs: at most `keep` items' buffers stay (a get of thousands of keys made many). */
     void trim(size_t keep) {
       clear();

@@ -281,6 +281,9 @@ class Mariadb_store final : public Store {
   Store_status prepare_request(Open_index &idx, enum_sql_command command, uint8_t privileges, TABLE **table,
                                Stmt_share share = Stmt_share::none);
   /* ---- accounts and privileges (mariadb_store_auth.cc) ---- */
+  /* The account's context rebuilt (and whether it still exists) once per privilege_check_interval. */
+  void refresh_principal(Mariadb_principal &p, uint64_t now);
+  Store_status account_gone(const Mariadb_principal &p);
   Store_status deny(std::string message);
   Store_status denied_by_last_error();  // access_denied with last_error_ as its message
   /* (Re)builds p's security context from the ACL: false when no account matches any more. */

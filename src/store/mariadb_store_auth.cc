@@ -373,14 +373,20 @@ Store_status Mariadb_store::check_table_visible(Mariadb_principal &p, const Tabl
   return denied_by_last_error();
 }
 
+void Mariadb_store::refresh_principal(Mariadb_principal &p, uint64_t now) {
+  if (now - p.refreshed_ms < cfg_.privilege_check_interval_ms) return;
+  p.valid = rebuild_context(p);
+  p.refreshed_ms = now;
+}
+
+Store_status Mariadb_store::account_gone(const Mariadb_principal &p) {
+  return deny("Access denied: the account " + p.account() + " no longer exists");
+}
+
 Store_status Mariadb_store::check_reload_privilege(Principal &principal) {
   Mariadb_principal &p = static_cast<Mariadb_principal &>(principal);
-  const uint64_t now = monotonic_ms();
-  if (now - p.refreshed_ms >= cfg_.privilege_check_interval_ms) {
-    p.valid = rebuild_context(p);
-    p.refreshed_ms = now;
-  }
-  if (!p.valid) return deny("Access denied: the account " + p.account() + " no longer exists");
+  refresh_principal(p, monotonic_ms());
+  if (!p.valid) return account_gone(p);
   /* The account's global privileges with its active role's (acl_getroot, acl_setrole). */
   if (p.sctx.master_access & RELOAD_ACL) return {};
   return deny("Access denied; you need (at least one of) the RELOAD privilege(s) for this operation");
@@ -389,16 +395,13 @@ Store_status Mariadb_store::check_reload_privilege(Principal &principal) {
 Store_status Mariadb_store::authorize(Open_index &idx, uint8_t want) {
   Mariadb_principal &p = static_cast<Mariadb_principal &>(*idx.principal_);
   const uint64_t now = monotonic_ms();
-  if (now - p.refreshed_ms >= cfg_.privilege_check_interval_ms) {
-    p.valid = rebuild_context(p);
-    p.refreshed_ms = now;
-  }
+  refresh_principal(p, now);
   if (now - idx.privileges_checked_ms_ >= cfg_.privilege_check_interval_ms) {
     idx.granted_ = idx.denied_ = 0;
     idx.privileges_checked_ms_ = now;
   }
   if ((idx.granted_ & want) == want) return {};
-  if (!p.valid) return deny("Access denied: the account " + p.account() + " no longer exists");
+  if (!p.valid) return account_gone(p);
   const Table_slot &s = slots_[idx.slot_];
   TABLE *t = s.table;
   /* The statement's own privilege first (as SQL reports it), then reading. */

@@ -281,7 +281,7 @@ bool Mariadb_store::statement_sharable(TABLE *t) const {
     return false;
   for (uint i = 0; i < ts->keys; ++i)
     if (t->key_info[i].flags & HA_FULLTEXT) return false;  // InnoDB counts FTS doc ids per statement
-  if (binlog_on() && !binlog_sharing_room(t, true)) return false;
+  if (!binlog_sharing_room(t, true)) return false;  // (always room without the binary log)
   return !galera_replicating(thd_);
 }
 
