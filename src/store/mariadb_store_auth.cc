@@ -150,6 +150,32 @@ Store_status Mariadb_store::deny(std::string message) {
   return denied_by_last_error();
 }
 
+/* A login whose user@host names no account is refused after the same work as a wrong password
+   to an existing one: a read of mysql.global_priv (of no row: the name is not there), a record
+   parsed and a token checked against a password nobody has. Refused at once, it took ~33 µs
+   against ~58 µs, which told anyone counting microseconds which names exist. */
+Store_status Mariadb_store::deny_unknown(const Login_request &req, Mariadb_principal &p, const std::string &denied) {
+  static constexpr std::string_view kDecoy =
+      R"({"access":0,"version_id":101118,"plugin":"mysql_native_password",)"
+      R"("authentication_string":"*0000000000000000000000000000000000000000",)"
+      R"("password_last_changed":1,"password_lifetime":-1,"account_locked":false})";
+  std::string json;
+  bool found = false;
+  Store_status st = read_account("%", p.login_user.c_str(), &json, &found);
+  if (st.errc == Store_errc::table_busy || st.errc == Store_errc::row_locked) return st;  // as a real login's read
+  Account_record rec;
+  std::string error;
+  if (parse_account_record(kDecoy, &rec, &error)) {
+    /* Counted (read only: a name that is no account never gets a count) as for an account. */
+    const std::string account = p.login_user + "'@'%";
+    (void)Password_errors::instance().count(account, std::hash<std::string_view>()(kDecoy),
+                                            privilege_tables_version(&p.sctx));
+    bool native = false;
+    (void)native_credentials_match(rec, req, &native);
+  }
+  return deny(denied);
+}
+
 Store_status Mariadb_store::denied_by_last_error() { return with_last_error(Store_errc::access_denied); }
 
 bool Mariadb_store::rebuild_context(Mariadb_principal &p) {
@@ -235,7 +261,7 @@ Store_status Mariadb_store::login(const Peer &peer, const Login_request &req, st
   /* As the server names the client in its messages (host_or_ip). */
   const std::string denied = denied_message(p->login_user, p->conn_host.c_str(), using_password);
 
-  if (!rebuild_context(*p)) return deny(denied);
+  if (!rebuild_context(*p)) return deny_unknown(req, *p, denied);
   const char *priv_host = p->sctx.priv_host[0] ? p->sctx.priv_host : "%";
   if (req.method == Login_method::mapped && strcmp(priv_host, p->conn_host.c_str()) != 0)
     return deny("tablesocket_anonymous_account names no account: '" + p->login_user + "'@'" + p->conn_host + "'");
@@ -244,7 +270,7 @@ Store_status Mariadb_store::login(const Peer &peer, const Login_request &req, st
   bool found = false;
   Store_status st = read_account(priv_host, p->sctx.priv_user, &json, &found);
   if (st.errc == Store_errc::table_busy || st.errc == Store_errc::row_locked) return st;
-  if (!st.ok() || !found) return deny(denied);
+  if (!st.ok() || !found) return deny_unknown(req, *p, denied);
   Account_record rec;
   std::string error;
   if (!parse_account_record(json, &rec, &error)) {
