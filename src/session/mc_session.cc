@@ -378,14 +378,15 @@ static size_t row_cells(const Kv_layout &l) {
   return 1 + l.nvalues + (l.flags >= 0) + (l.cas >= 0) + (l.expiry >= 0);
 }
 
-size_t Mc_session::decode_items(const Kv_layout &l, const Captured_rows &rows, Item_list &items) {
+size_t Mc_session::decode_items(const Kv_layout &l, const Captured_rows &rows, Item_list &items,
+                                const std::string_view *known_key) {
   const size_t nc = row_cells(l);
   size_t expired = 0;
   const int64_t now = l.expiry >= 0 ? int64_t(time(nullptr)) : 0;
   for (size_t r = 0; r + nc <= rows.ncells(); r += nc) {
     /* A NULL or empty key (rows SQL wrote: a UNIQUE index allows NULLs) is no memcached key: a
        range or a dump that meets such a row skips it. */
-    if (rows.is_null(r) || rows.cell(r).empty()) continue;
+    if (!known_key && (rows.is_null(r) || rows.cell(r).empty())) continue;
     int64_t expiry = 0;
     if (l.expiry >= 0 && !rows.is_null(r + size_t(l.expiry))) {
       expiry = to_i64(rows.cell(r + size_t(l.expiry)));
@@ -396,7 +397,7 @@ size_t Mc_session::decode_items(const Kv_layout &l, const Captured_rows &rows, I
     }
     Item &it = items.emplace_back();  // with an earlier request's buffers
     it.expiry = expiry;
-    it.key.assign(rows.cell(r));
+    it.key.assign(known_key ? *known_key : rows.cell(r));
     /* The value columns joined by the separator, sized once and copied in. */
     size_t size = l.nvalues > 1 ? (l.nvalues - 1) * l.separator.size() : 0;
     for (uint32_t v = 1; v <= l.nvalues; ++v) size += rows.cell(r + v).size();
@@ -420,7 +421,7 @@ uint64_t Mc_session::cas_of(Item &it) {
 }
 
 Store_status Mc_session::lookup(Open_container &oc, const std::string_view *keys, size_t n, Item_list &items,
-                                bool counts_expired) {
+                                bool counts_expired, bool row_keys) {
   Datum few[4];  // a multi-get's keys; one in the common case, no allocation up to four
   std::vector<Datum> many;
   Datum *in = few;
@@ -436,6 +437,10 @@ Store_status Mc_session::lookup(Open_container &oc, const std::string_view *keys
   fr.keys = &first;
   fr.nkeys = 1;
   fr.limit = uint32_t(n);
+  /* One key: the row found has it (a key column that compares another case or a number's other
+     spelling equal finds the same row again by it), so it is not read back. */
+  const bool known = n == 1 && !row_keys;
+  fr.omits_first_column = known;
   if (n > 1) {
     fr.has_in = true;
     fr.in_column = 0;
@@ -445,7 +450,8 @@ Store_status Mc_session::lookup(Open_container &oc, const std::string_view *keys
   capture_.clear();
   Store_status st = store_.find(oc.idx, fr, capture_);
   if (!st.ok()) return st;
-  const size_t expired = decode_items(oc.def.layout, capture_, items);
+  const std::string_view key(first.ptr, first.len);
+  const size_t expired = decode_items(oc.def.layout, capture_, items, known ? &key : nullptr);
   if (expired && counts_expired && !retrying_) counters_.add(counters_.mc_get_expired, expired);  // a range's do not count
   return {};
 }
@@ -976,7 +982,7 @@ Mc_session::Exec Mc_session::exec_get_part(const Mc_request &rq, Byte_buffer &ou
         return Exec::done;
       }
     } else {
-      st = lookup(*oc, &row_key, 1, items_, !touch);
+      st = lookup(*oc, &row_key, 1, items_, !touch, touch);
       /* memcached echoes the key as asked (a row's key may differ: another case, a container name) */
       if (items_.size() > first && items_.back().key != key) items_.back().reply_key.assign(key);
     }

@@ -176,7 +176,10 @@ class Mc_session final : public Session {
   /* "@@name" alone as a get's key found no usable container: the connection is on it all the same. */
   void container_switch_failed(std::string_view key);
   /* Turns captured rows into items, dropping expired ones; returns how many it dropped. */
-  size_t decode_items(const Kv_layout &l, const Captured_rows &rows, Item_list &items);
+  /* known_key: the key of the (one) row, which the capture left out (Find_request's
+     omits_first_column). */
+  size_t decode_items(const Kv_layout &l, const Captured_rows &rows, Item_list &items,
+                      const std::string_view *known_key = nullptr);
   static uint64_t cas_of(Item &it);  // the item's cas; derived from its content if the row has none
   /* The remaining seconds of an item expiring at `expiry`, at least 0, or -1 when it never
      expires (meta's t flag). */
@@ -194,9 +197,11 @@ class Mc_session final : public Session {
   void clear_items() { items_.clear(); }  // keeps the items' buffers for the next request
   /* Looks up keys (all in container oc); appends found, unexpired items in request order. */
   /* counts_expired: an expired row counts in get_expired (not for the touching commands, as in
-     memcached); counted on a request's first run only (a parked request runs its lookups again). */
+     memcached); counted on a request's first run only (a parked request runs its lookups again).
+     An item found by one key has that key; row_keys: the key as the row holds it (gat/gats tell
+     rows apart by it: keys of another case may find the same row). */
   Store_status lookup(Open_container &oc, const std::string_view *keys, size_t n, Item_list &items,
-                      bool counts_expired = true);
+                      bool counts_expired = true, bool row_keys = false);
   Store_status range(Open_container &oc, std::string_view spec, Item_list &items);
   /* Where a walk of a container's index in pages (a range, a dump) goes on: its first row, a
      bound (inclusive or not), or past the last row of the page before, by its key (NULL: past

@@ -1345,7 +1345,7 @@ void Mariadb_store::note_written_row(TABLE *t) {
   }
 }
 
-void Mariadb_store::emit_row(TABLE *t, const Open_index &idx, Row_sink &sink) {
+void Mariadb_store::emit_row(TABLE *t, const Open_index &idx, Row_sink &sink, bool omit_first) {
   {
     const Table_slot &s = slots_[idx.slot_];
     if (s.written && !s.written_blind && !batch_blind_) {
@@ -1355,6 +1355,11 @@ void Mariadb_store::emit_row(TABLE *t, const Open_index &idx, Row_sink &sink) {
     }
   }
   for (uint16_t fn : idx.columns_) {
+    if (omit_first) {
+      omit_first = false;
+      sink.value("", 0);
+      continue;
+    }
     Field *f = t->field[fn];
     if (f->is_null()) {
       sink.null();
@@ -1600,7 +1605,7 @@ Store_status Mariadb_store::scan(Open_index &idx, const Find_request &req, Row_s
         if (req.has_in && !in_rows.emplace(reinterpret_cast<const char *>(h->ref), h->ref_length).second) continue;
       }
       if (sink) {
-        emit_row(t, idx, *sink);
+        emit_row(t, idx, *sink, req.omits_first_column);
         if (sink->would_overflow()) { overflow = true; break; }
       }
       if (mod) {

@@ -363,7 +363,7 @@ class Mariadb_store final : public Store {
   /* A system-versioned table's history row (its row end is in the past): SQL does not show it
      unless asked FOR SYSTEM_TIME, and neither do we. */
   static bool history_row(TABLE *t) { return t->versioned() && !t->vers_end_field()->is_max(); }
-  void emit_row(TABLE *t, const Open_index &idx, Row_sink &sink);
+  void emit_row(TABLE *t, const Open_index &idx, Row_sink &sink, bool omit_first = false);
   Store_status prepare_filters(TABLE *t, const Open_index &idx, const Find_request &req);
   int check_filters(TABLE *t, const Open_index &idx, const Find_request &req);
   /* The HandlerSocket scan loop shared by find and modify: visits matching rows, emitting them to

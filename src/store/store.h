@@ -178,6 +178,10 @@ struct Find_request {
   /* false: the rows found are not counted in rows_read (the plugin's own reads of its
      configuration and accounts, and memcached lookups, which count the items they return). */
   bool counts_rows = true;
+  /* true: the sink gets an empty value in place of the open index's first column, which is not
+     read out of the row (a caller that knows it: a memcached lookup of one key, whose key column
+     is the first; a number key's conversion to text was 4% of a get). */
+  bool omits_first_column = false;
 };
 
 struct Modify_request {

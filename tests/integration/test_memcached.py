@@ -651,6 +651,40 @@ def test_noreply_commands_never_answer_even_when_they_fail(mc, key):
     c.assert_silent()
 
 
+def test_flags_and_exptimes_past_32_bits_get_one_reply(mc, key, target):
+    """memcached cuts such numbers down and stores the item; tablesocket refuses them (flags and
+    exptimes are 32-bit, never silently changed), and skips the data block as memcached reads it:
+    either way one reply per command, so a pipelining client stays in step (memcachio, sending
+    flags of 2**32, was one reply behind for good)."""
+    c = mc()
+    k = key()
+    c.send(f"set {k} 4294967301 0 5\r\nhello\r\nadd {k}x 0 2147483648 2\r\nhi\r\n"
+           f"set {k}y 4294967296 0 2 noreply\r\nhi\r\nmn\r\n".encode())
+    if target.is_ts:
+        c.expect(b"CLIENT_ERROR bad command line format\r\n" * 2 + b"MN\r\n")
+        c.request(f"get {k} {k}x {k}y\r\n", b"END\r\n")
+    else:
+        c.expect(b"STORED\r\nSTORED\r\nMN\r\n")
+        c.request(f"get {k}\r\n", b"VALUE %s 5 5\r\nhello\r\nEND\r\n" % k.encode())
+    c.assert_silent()
+
+
+def test_cache_memlimit_answers_once_or_not_at_all(mc, target):
+    """memcached's cache_memlimit: tablesocket cannot apply it (items are InnoDB rows, cached in
+    its buffer pool) and says so with memcached's MEMLIMIT_ADJUST_FAILED; noreply silences it.
+    It was an unknown command, whose ERROR a client that sent noreply (emcache) took for the
+    reply to its next request."""
+    c = mc()
+    c.send(b"cache_memlimit 100 noreply\r\nversion\r\n")
+    assert c.recv_line().startswith(b"VERSION ")
+    c.request("cache_memlimit 7\r\n", b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n")
+    c.request("cache_memlimit 1000000001\r\n", b"MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes\r\n")
+    if target.is_ts:
+        c.request("cache_memlimit 100\r\n", b"MEMLIMIT_ADJUST_FAILED items are rows of InnoDB tables: "
+                                            b"their memory is innodb_buffer_pool_size\r\n")
+    c.assert_silent()
+
+
 def test_a_too_large_value_is_refused_and_its_data_skipped(mc, key):
     c = mc()
     k = key()

@@ -36,6 +36,10 @@ const char kTooManyKeys[] = "SERVER_ERROR out of memory writing get response (mo
 const char kBadClass[] = "BADCLASS invalid class id";
 const char kNoClasses[] = "NOTSTARTED no items to crawl";
 const char kShutdown[] = "ERROR: shutdown not enabled";
+const char kMemlimitSmall[] = "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m";
+const char kMemlimitUnit[] = "MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes";
+const char kMemlimitInnodb[] =
+    "MEMLIMIT_ADJUST_FAILED items are rows of InnoDB tables: their memory is innodb_buffer_pool_size";
 const char kOptsTooLongMg[] = "CLIENT_ERROR options flags are too long";
 const char kOptsTooLong[] = "CLIENT_ERROR options flags too long";
 const char kDuplicateFlag[] = "CLIENT_ERROR duplicate flag";
@@ -126,6 +130,14 @@ bool parse_i32(const char *p, size_t n, int32_t *out) {
 }
 
 inline bool parse_u64(const Token &t, uint64_t *out) { return parse_u64(t.p, t.n, out); }
+/* Digits, however many, after a '+' (or a '-' where signed): what strtoul/strtol take. */
+bool is_number(const Token &t, bool is_signed) {
+  size_t i = t.n > 1 && (t.p[0] == '+' || (is_signed && t.p[0] == '-')) ? 1 : 0;
+  if (i == t.n) return false;
+  for (; i < t.n; ++i)
+    if (!is_digit(t.p[i])) return false;
+  return true;
+}
 inline bool parse_u32(const Token &t, uint32_t *out) { return parse_u32(t.p, t.n, out); }
 inline bool parse_i32(const Token &t, int32_t *out) { return parse_i32(t.p, t.n, out); }
 
@@ -251,9 +263,16 @@ Mc_parse_result parse_storage(Mc_store_op op, const Token *tok, size_t nt, const
   const bool reply = !out->noreply;
   if (!key_ok(tok[1], limits)) return make_error(line_consumed, kBadFormat, reply);
   out->raw_key = tok[1].view();
-  if (!parse_u32(tok[2], &out->client_flags) || !parse_i32(tok[3], &out->exptime) ||
-      !parse_data_length(tok[4], &out->bytes))
+  if (!parse_data_length(tok[4], &out->bytes)) return make_error(line_consumed, kBadFormat, reply);
+  if (!parse_u32(tok[2], &out->client_flags) || !parse_i32(tok[3], &out->exptime)) {
+    /* Numbers past 32 bits, which memcached cuts down and stores: refused (flags and exptimes
+       are 32-bit here, never silently changed), and the data block skipped, so the client gets
+       one reply for the command as from memcached. Anything else that is not a number has its
+       data block read as a command line, as in memcached. */
+    if (is_number(tok[2], false) && is_number(tok[3], true) && out->bytes <= limits.max_value_size)
+      return make_error(line_consumed, kBadFormat, reply, uint64_t(out->bytes) + 2);
     return make_error(line_consumed, kBadFormat, reply);
+  }
   if (is_cas && !parse_u64(tok[5], &out->cas_unique)) return make_error(line_consumed, kBadFormat, reply);
   if (out->bytes > limits.max_value_size)
     return make_error(line_consumed, kTooLarge, reply, uint64_t(out->bytes) + 2);
@@ -323,6 +342,21 @@ Mc_parse_result parse_verbosity(const Token *tok, size_t nt, size_t consumed, Mc
   out->noreply = last_is_noreply(tok, nt);
   if (!parse_u32(tok[1], &out->verbosity)) return make_error(consumed, kBadFormat, !out->noreply);
   return make_complete(consumed);
+}
+
+/* "cache_memlimit <megabytes> [noreply]": memcached's answers to a bad value; a good one cannot be
+   applied (the items are InnoDB rows, cached in its buffer pool), which memcached's own
+   MEMLIMIT_ADJUST_FAILED says. Every answer is silenced by noreply, as in memcached (an unknown
+   command's ERROR there would put a client that sent noreply one reply out of step). */
+Mc_parse_result parse_cache_memlimit(const Token *tok, size_t nt, size_t consumed, Mc_request *out) {
+  if (nt != 3 && nt != 4) return make_error(consumed, kErr);
+  out->noreply = last_is_noreply(tok, nt);
+  const bool reply = !out->noreply;
+  uint32_t mb;
+  if (!parse_u32(tok[1], &mb)) return make_error(consumed, kErr, reply);
+  if (mb < 8) return make_error(consumed, kMemlimitSmall, reply);
+  if (mb > 1000000000) return make_error(consumed, kMemlimitUnit, reply);
+  return make_error(consumed, kMemlimitInnodb, reply);
 }
 
 /* "lru_crawler metadump <all|hash|id,id,...>" (memcached's classes are 1..63); other lru_crawler
@@ -676,6 +710,7 @@ Mc_parse_result parse_request(char *buf, size_t len, const Mc_limits &limits, Mc
       return make_error(consumed, kErr);
     case 'c':
       if (c.is("cas")) return parse_storage(Mc_store_op::cas, tok, nt, buf, len, consumed, limits, out);
+      if (c.is("cache_memlimit")) return parse_cache_memlimit(tok, nt, consumed, out);
       return make_error(consumed, kErr);
     case 'i':
       if (c.is("incr")) return parse_arith(true, tok, nt, consumed, limits, out);

@@ -552,10 +552,11 @@ const std::vector<Error_case> &error_cases() {
       /* classic numbers */
       {"set_flags_not_a_number", "set k abc 0 1\r\nx\r\n", bad_format, true, kLine, 0},
       {"set_negative_flags", "set k -1 0 1\r\nx\r\n", bad_format, true, kLine, 0},
-      /* strict numbers: memcached's strtoul/strtol accept (and truncate) these three */
-      {"set_flags_over_32_bits", "set k 4294967296 0 1\r\nx\r\n", bad_format, true, kLine, 0},
-      {"set_flags_with_a_plus_sign", "set k +5 0 1\r\nx\r\n", bad_format, true, kLine, 0},
-      {"set_exptime_over_32_bits", "set k 0 2147483648 1\r\nx\r\n", bad_format, true, kLine, 0},
+      /* strict numbers: memcached's strtoul/strtol accept (and truncate) these three and store
+         the item; refused here, with the data block skipped (one reply, as memcached's) */
+      {"set_flags_over_32_bits", "set k 4294967296 0 1\r\nx\r\n", bad_format, true, kLine, 3},
+      {"set_flags_with_a_plus_sign", "set k +5 0 1\r\nx\r\n", bad_format, true, kLine, 3},
+      {"set_exptime_over_32_bits", "set k 0 2147483648 1\r\nx\r\n", bad_format, true, kLine, 3},
       {"set_negative_length", "set k 0 0 -1\r\nx\r\n", bad_format, true, kLine, 0},
       {"set_length_above_int_max_minus_2", "set k 0 0 2147483646\r\nx\r\n", bad_format, true, kLine, 0},
       {"set_bad_number_noreply_is_silent", "set k x 0 1 noreply\r\nx\r\n", bad_format, false, kLine, 0},
@@ -923,6 +924,42 @@ TEST(McParser, ATooLargeValueIsSwallowedBlindly) {
             (std::vector<std::string>{"err SERVER_ERROR object too large for cache", "ok mn"}));
   EXPECT_EQ(run_connection("set k 0 0 5\r\nabc", limits),
             (std::vector<std::string>{"err SERVER_ERROR object too large for cache", "swallowing 4"}));
+}
+
+TEST(McParser, FlagsAndExptimesPast32BitsAreRefusedWithTheirDataSkipped) {
+  /* memcached cuts such numbers down and stores the item: one reply, and its data is no command.
+     Refused here, with the data skipped all the same (a pipelining client stays in step). */
+  for (const char *line : {"set k 4294967296 0 5", "set k 18446744073709551616 0 5", "add k 0 2147483648 5",
+                           "set k 0 -2147483649 5", "cas k 4294967296 0 5 1", "set k 0 0 5 noreply"}) {
+    const std::string in = std::string(line) + "\r\nhello\r\nmn\r\n";
+    const bool silent = std::string(line).find("noreply") != std::string::npos;
+    if (silent) {
+      EXPECT_EQ(run_connection(in)[0].substr(0, 6), "ok set") << line;  // a good line, for contrast
+      continue;
+    }
+    EXPECT_EQ(run_connection(in), (std::vector<std::string>{"err CLIENT_ERROR bad command line format", "ok mn"}))
+        << line;
+  }
+  EXPECT_EQ(run_connection("set k 4294967296 0 5 noreply\r\nhello\r\nmn\r\n"),
+            (std::vector<std::string>{"silent CLIENT_ERROR bad command line format", "ok mn"}));
+  /* Not numbers at all: the data block is read as a command line, as memcached does. */
+  EXPECT_EQ(run_connection("set k -1 0 5\r\nhello\r\nmn\r\n"),
+            (std::vector<std::string>{"err CLIENT_ERROR bad command line format", "err ERROR", "ok mn"}));
+  EXPECT_EQ(run_connection("set k 1 0x 5\r\nhello\r\nmn\r\n"),
+            (std::vector<std::string>{"err CLIENT_ERROR bad command line format", "err ERROR", "ok mn"}));
+}
+
+TEST(McParser, CacheMemlimitIsAnsweredAsMemcachedRefusesIt) {
+  const std::string innodb =
+      "MEMLIMIT_ADJUST_FAILED items are rows of InnoDB tables: their memory is innodb_buffer_pool_size";
+  EXPECT_EQ(run_connection("cache_memlimit 100\r\nmn\r\n"), (std::vector<std::string>{"err " + innodb, "ok mn"}));
+  EXPECT_EQ(run_connection("cache_memlimit 100 noreply\r\nmn\r\n"),
+            (std::vector<std::string>{"silent " + innodb, "ok mn"}));
+  EXPECT_EQ(run_connection("cache_memlimit 7\r\ncache_memlimit 1000000001\r\ncache_memlimit x\r\n"
+                           "cache_memlimit x noreply\r\ncache_memlimit\r\ncache_memlimit 1 2 3\r\nmn\r\n"),
+            (std::vector<std::string>{"err MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m",
+                                      "err MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes", "err ERROR",
+                                      "silent ERROR", "err ERROR", "err ERROR", "ok mn"}));
 }
 
 TEST(McParser, AnMsWithBadFlagsSwallowsItsData) {
