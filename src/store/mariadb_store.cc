@@ -1163,8 +1163,44 @@ Store_status Mariadb_store::open_index(const Index_spec &spec, Open_index &out) 
   return {};
 }
 
+/* Whether digits n fit integer column f (rounds_silently): stored as they are, with no condition. */
+static bool integer_fits(const Field *f, uint64_t n) {
+  const uint32_t bytes = f->pack_length();
+  if (bytes >= 8) return true;  // small_digits() gives at most 18 digits
+  const bool is_unsigned = f->flags & UNSIGNED_FLAG;
+  return n <= (is_unsigned ? (uint64_t(1) << (8 * bytes)) - 1 : (uint64_t(1) << (8 * bytes - 1)) - 1);
+}
+
+bool Mariadb_store::build_integer_key(TABLE *t, KEY &k, const Find_request &req, uint32_t in_index, uint *key_len) {
+  uint64_t n[MAX_REF_PARTS];
+  for (uint32_t i = 0; i < req.nkeys; ++i) {
+    const KEY_PART_INFO &kp = k.key_part[i];
+    const Datum &v = (req.has_in && i == req.in_column) ? req.in_values[in_index] : req.keys[i];
+    const Field *f = t->field[kp.fieldnr - 1];
+    if (v.is_null() || !rounds_silently(f) || !small_digits(v, &n[i]) || !integer_fits(f, n[i])) return false;
+  }
+  uint len = 0;
+  for (uint32_t i = 0; i < req.nkeys; ++i) {
+    KEY_PART_INFO &kp = k.key_part[i];
+    Field *f = t->field[kp.fieldnr - 1];
+    f->set_notnull();
+    f->store(longlong(n[i]), true);
+    len += kp.store_length;
+  }
+  key_has_prefix_parts_ = false;
+  key_names_no_row_ = false;
+  key_copy(key_buffer(k), t->record[0], &k, len);
+  *key_len = len;
+  return true;
+}
+
 void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_t in_index, uint *key_len,
                               bool whole_values) {
+  /* The common case first: integer key parts given digits that fit (a primary key id), which
+     store exactly, with no condition to look for (nor any left to drop). */
+  if (req.nkeys <= MAX_REF_PARTS && !thd_->get_stmt_da()->warn_count() &&
+      build_integer_key(t, k, req, in_index, key_len))
+    return;
   uint len = 0;
   key_has_prefix_parts_ = false;
   /* A conversion that loses something shows as a condition (never raised as an error, even in a

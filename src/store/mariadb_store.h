@@ -350,6 +350,7 @@ class Mariadb_store final : public Store {
      (KEY(c(10)), TEXT/BLOB keys), also keeps each full value for full_key_cmp() and sets
      key_has_prefix_parts_: the index then finds every row sharing the prefix. */
   /* Also sets key_names_no_row_ (whole_values: memcached keys and writes, see there). */
+  bool build_integer_key(TABLE *t, KEY &k, const Find_request &req, uint32_t in_index, uint *key_len);
   void build_key(TABLE *t, KEY &k, const Find_request &req, uint32_t in_index, uint *key_len,
                  bool whole_values = false);
   /* SIGN(row in record[0] - requested key) in index order over the first nparts key parts, prefix
