@@ -62,7 +62,8 @@ void Hs_session::reply_client_error(Byte_buffer &out, uint32_t code, const char 
   hs::encode_status(out, code, msg);
 }
 
-Hs_session::Exec Hs_session::reply_error(const Store_status &st, Byte_buffer &out) {
+Hs_session::Exec Hs_session::reply_error(const Store_status &failed, Byte_buffer &out) {
+  const Store_status st = store_.as_reported(failed);
   const char *msg = nullptr;
   uint32_t code = 2;
   switch (st.errc) {

@@ -636,7 +636,8 @@ bool Mc_session::waits_for_lock(const Store_status &st) {
          may_wait_longer(cfg_.lock_wait_timeout_ms);
 }
 
-std::string Mc_session::error_message(const Store_status &st) {
+std::string Mc_session::error_message(const Store_status &failed) {
+  const Store_status st = store_.as_reported(failed);
   std::string msg;
   switch (st.errc) {
     case Store_errc::table_open_failed:

@@ -240,7 +240,7 @@ class Mc_session final : public Session {
   /* A lock wait this request may still wait out (it parks and runs again). */
   bool waits_for_lock(const Store_status &st);
   /* The text of a failure's reply (one line: no CR or LF). */
-  static std::string error_message(const Store_status &st);
+  std::string error_message(const Store_status &st);
   void count_failure(const Store_status &st);
   /* flush_all: deletes every row of the connection's container, or with expire_at > 0 makes them
      expire then (*needs_expiry when the container has no expiry column; nothing done). */

@@ -395,6 +395,11 @@ class Store {
   virtual bool take_queue_results() = 0;
   /* True when the server asked this worker's thread to stop (shutdown). */
   virtual bool killed() = 0;
+  /* What a request's failure tells its client: an engine error while the server stops (the
+     worker's killed thread makes InnoDB answer "interrupted", error 188) is the shutdown. */
+  Store_status as_reported(const Store_status &st) {
+    return st.errc == Store_errc::handler_error && killed() ? Store_status::of(Store_errc::server_shutdown) : st;
+  }
   virtual size_t open_table_count() const = 0;
 
  protected:

@@ -560,6 +560,9 @@ def test_shutdown_with_fifty_connected_clients_takes_less_than_ten_seconds(reque
             load.stop()
             for c in idle + waiting:
                 assert h.wait_closed(c, 2.0) is not None, "a client connection outlived the server"
+            # A write the shutdown refused says so (`1 1 shutdown`), not InnoDB's "interrupted"
+            # (`1 1 188`, which a helper saw in 4 of 15 shutdowns under pipelined writes).
+            assert not [e for e in load.ends.values() if "188" in e], load.ends
         finally:
             load.stop()
             for c in idle + waiting:
