@@ -438,8 +438,9 @@ Store_status Mc_session::lookup(Open_container &oc, const std::string_view *keys
   fr.nkeys = 1;
   fr.limit = uint32_t(n);
   /* One key: the row found has it (a key column that compares another case or a number's other
-     spelling equal finds the same row again by it), so it is not read back. */
-  const bool known = n == 1 && !row_keys;
+     spelling equal finds the same row again by it), so it is not read back. (An empty key is
+     none: a row holding '' is skipped, as decode_items() skips it in a range.) */
+  const bool known = n == 1 && !row_keys && first.len > 0;
   fr.omits_first_column = known;
   if (n > 1) {
     fr.has_in = true;
