@@ -936,6 +936,40 @@ def test_shared_write_statements_stay_within_the_binlog_cache_memory(request):
         assert maps < 600, f"{maps} table maps for 600 one-row writes: no statement was shared"
 
 
+def _container_over_copy_of_kv(s, name: str) -> None:
+    """A memcached container `name` over a new table test.<name> shaped as test.kv."""
+    s.exec_sql(f"CREATE TABLE test.{name} LIKE test.kv")
+    s.exec_sql("REPLACE INTO innodb_memcache.containers VALUES "
+               f"('{name}', 'test', '{name}', 'k', 'v', 'flags', 'cas', 'exp', 'PRIMARY')")
+    time.sleep(1.5)  # the containers are reread once a second
+
+
+def _touch_hot_item(s, stop: threading.Event) -> None:
+    """Pipelined touches of one item of the default container until stop: they keep the
+    worker's batches (their transaction) open across another client's TRUNCATE."""
+    c = McConn(s.mc_port)
+    c.request("set hot 0 0 1\r\nx\r\n", b"STORED\r\n")
+    while not stop.is_set():
+        c.send(b"gat 0 hot\r\n" * 50)
+        for _ in range(50):
+            c.recv_until(b"END\r\n", timeout=30)
+
+
+def _truncate_under(s, threads: list, stop: threading.Event, statements: list[str], rounds: int) -> None:
+    """Starts the threads, runs the statements `rounds` times, 30 ms apart, then stops them."""
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(rounds):
+            for sql in statements:
+                s.exec_sql(sql)
+            time.sleep(0.03)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+
+
 def test_gets_while_the_container_table_is_truncated_answer_rows_or_misses(request):
     """TRUNCATE recreates the table; a batch whose transaction began before it (kept open by other
     clients' writes, here pipelined touches of another container) cannot use the new table's
@@ -943,20 +977,9 @@ def test_gets_while_the_container_table_is_truncated_answer_rows_or_misses(reque
     answered `SERVER_ERROR storage engine error 159` (a helper: 10 in 100 truncates); they now run
     again in a later transaction and get the row or a miss."""
     with h.private_server(request, "truncate-gets", ["--tablesocket-threads=1"]) as s:
-        s.exec_sql("CREATE TABLE test.t159 LIKE test.kv")
-        s.exec_sql("REPLACE INTO innodb_memcache.containers VALUES "
-                   "('t159', 'test', 't159', 'k', 'v', 'flags', 'cas', 'exp', 'PRIMARY')")
-        time.sleep(1.5)  # the containers are reread once a second
+        _container_over_copy_of_kv(s, "t159")
         stop = threading.Event()
         bad: list[bytes] = []
-
-        def writer():
-            c = McConn(s.mc_port)
-            c.request("set hot 0 0 1\r\nx\r\n", b"STORED\r\n")
-            while not stop.is_set():
-                c.send(b"gat 0 hot\r\n" * 50)
-                for _ in range(50):
-                    c.recv_until(b"END\r\n", timeout=30)
 
         def reader():
             c = McConn(s.mc_port)
@@ -969,19 +992,10 @@ def test_gets_while_the_container_table_is_truncated_answer_rows_or_misses(reque
                 if b"ERROR" in got:
                     bad.append(got)
 
-        threads = [threading.Thread(target=writer, daemon=True) for _ in range(4)]
+        threads = [threading.Thread(target=_touch_hot_item, args=(s, stop), daemon=True) for _ in range(4)]
         threads += [threading.Thread(target=reader, daemon=True) for _ in range(3)]
-        for t in threads:
-            t.start()
-        try:
-            for _ in range(60):
-                s.exec_sql("TRUNCATE TABLE test.t159")
-                s.exec_sql("REPLACE INTO test.t159 VALUES ('a', 'x', 0, 0, 0)")
-                time.sleep(0.03)
-        finally:
-            stop.set()
-            for t in threads:
-                t.join(timeout=30)
+        _truncate_under(s, threads, stop, ["TRUNCATE TABLE test.t159",
+                                           "REPLACE INTO test.t159 VALUES ('a', 'x', 0, 0, 0)"], 60)
         assert not bad, bad[:3]
 
 
@@ -992,21 +1006,10 @@ def test_writes_while_their_tables_are_truncated_succeed(request):
     batches open across each TRUNCATE. Every write succeeds (a request the TRUNCATE got between
     finds its row gone or not yet there, which is no error); none is answered with an error."""
     with h.private_server(request, "truncate-writes", ["--tablesocket-threads=1"]) as s:
-        s.exec_sql("CREATE TABLE test.tw LIKE test.kv")
         s.exec_sql("CREATE TABLE test.hw (id int primary key, v int, unique key(v)) ENGINE=InnoDB")
-        s.exec_sql("REPLACE INTO innodb_memcache.containers VALUES "
-                   "('tw', 'test', 'tw', 'k', 'v', 'flags', 'cas', 'exp', 'PRIMARY')")
-        time.sleep(1.5)  # the containers are reread once a second
+        _container_over_copy_of_kv(s, "tw")
         stop = threading.Event()
         bad: list[bytes] = []
-
-        def toucher():
-            c = McConn(s.mc_port)
-            c.request("set hot 0 0 1\r\nx\r\n", b"STORED\r\n")
-            while not stop.is_set():
-                c.send(b"gat 0 hot\r\n" * 50)
-                for _ in range(50):
-                    c.recv_until(b"END\r\n", timeout=30)
 
         def mc_writer(n):
             c = McConn(s.mc_port)
@@ -1033,21 +1036,11 @@ def test_writes_while_their_tables_are_truncated_succeed(request):
                 if any(not line.startswith(b"0\t1") for line in got.splitlines()):
                     bad.append(got)
 
-        threads = [threading.Thread(target=toucher, daemon=True) for _ in range(3)]
+        threads = [threading.Thread(target=_touch_hot_item, args=(s, stop), daemon=True) for _ in range(3)]
         threads += [threading.Thread(target=mc_writer, args=(n,), daemon=True) for n in range(3)]
         threads += [threading.Thread(target=hs_writer, args=(n,), daemon=True) for n in range(3)]
-        for t in threads:
-            t.start()
-        try:
-            for _ in range(40):
-                s.exec_sql("TRUNCATE TABLE test.tw")
-                s.exec_sql("TRUNCATE TABLE test.hw")
-                s.exec_sql("REPLACE INTO test.tw VALUES ('a', '1', 0, 0, 0)")
-                time.sleep(0.03)
-        finally:
-            stop.set()
-            for t in threads:
-                t.join(timeout=30)
+        _truncate_under(s, threads, stop, ["TRUNCATE TABLE test.tw", "TRUNCATE TABLE test.hw",
+                                           "REPLACE INTO test.tw VALUES ('a', '1', 0, 0, 0)"], 40)
         assert not bad, bad[:5]
 
 
