@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import struct
 import subprocess
 import sys
@@ -1426,6 +1427,36 @@ def test_metadump_of_a_large_table_streams_in_index_order(ts, tsmc, make_table, 
     c.expect(value_reply("row000003", b"vvv", 3) + b"END\r\n")
     line = re.search(rb"^key=row000004 .*$", raw, re.M).group(0)
     assert int(METADUMP_LINE.fullmatch(line).group(4)) == c.gets_cas("row000004")
+
+
+def test_a_metadump_cut_short_by_drop_table_ends_with_an_error_and_the_connection_goes_on(
+        ts, tsmc, make_table, containers):
+    """DDL during a streaming dump: a client starts a metadump of 300,000 rows (24 MB, far more
+    than the socket buffers hold) and reads none of it while the table is dropped. The DROP is not
+    held up by the dump (the worker closes the table between pages); the client then gets the
+    lines written so far and a SERVER_ERROR in place of END, never a hang, and its next command is
+    answered."""
+    t = make_table("k VARCHAR(64) PRIMARY KEY, v VARCHAR(200)")
+    ts.exec_sql(f"INSERT INTO test.{t} SELECT CONCAT('row', LPAD(seq, 6, '0')), REPEAT('v', seq % 150) "
+                f"FROM seq_1_to_300000")
+    name = containers(f"mc_{uuid.uuid4().hex[:8]}", t, "k", "v", "0", None, None)
+    c = tsmc()
+    c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)  # the dump waits for the client soon
+    wait_for_container(c, name)
+    c.request(f"get @@{name}\r\n", value_reply(f"@@{name}", f"test/{t}".encode()) + b"END\r\n")
+    c.send("lru_crawler metadump all\r\nversion\r\n")
+    time.sleep(0.3)  # the first parts are written; the client reads nothing
+    t0 = time.monotonic()
+    ts.exec_sql(f"DROP TABLE test.{t}")
+    took = time.monotonic() - t0
+    assert took < 5, "the DROP waited for the dump"
+    raw = c.recv_line(timeout=60)  # the dump's lines end in LF, its last line in CRLF
+    lines = raw[:-2].split(b"\n")
+    assert all(line.startswith(b"key=") for line in lines[:-1])
+    assert lines[-1].startswith(b"SERVER_ERROR cannot open the container's table"), lines[-1]
+    assert len(lines) - 1 < 300_000
+    assert re.match(rb"^VERSION ", c.recv_line(timeout=30)), "the connection did not go on"
+    c.request("mn\r\n", b"MN\r\n")
 
 
 @pytest.mark.parametrize("which", [pytest.param("tablesocket", marks=TS_ONLY), "memcached-ref"])
