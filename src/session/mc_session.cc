@@ -94,6 +94,20 @@ class Recache_tokens {
     std::lock_guard<std::mutex> g(sh.mu);
     if (sh.map.erase(key)) resized(sh);
   }
+  /* The row changed from CAS from to CAS to, keeping its state (an entry for another CAS is
+     void: dropped). */
+  void carry(std::string_view row_key, const std::string &key, uint64_t from, uint64_t to) {
+    Shard &sh = shard(row_key);
+    std::lock_guard<std::mutex> g(sh.mu);
+    auto it = sh.map.find(key);
+    if (it == sh.map.end()) return;
+    if (it->second.cas == from) {
+      it->second.cas = to;
+      return;
+    }
+    sh.map.erase(it);
+    resized(sh);
+  }
 
  private:
   static constexpr size_t kMax = 100000, kShards = 64;
@@ -552,12 +566,17 @@ Store_status Mc_session::write(Open_container &oc, Kv_request &kr, Kv_result *re
     if (res->outcome == Kv_outcome::number && res->longer) counters_.add(counters_.mc_total_items);
     /* A new value (or none) ends the item's stale/win state; a touch does not, nor a write that
        changed nothing (an add of an existing item, a cas that did not match, incr of a
-       non-number, ...). */
+       non-number, ...), nor an incr/decr memcached makes in place (a number no longer than the
+       old: the same item, its bits kept; a longer one is a new item). */
     const std::string_view k = kr.key.view();
     const bool changed = res->outcome == Kv_outcome::stored || res->outcome == Kv_outcome::deleted ||
                          res->outcome == Kv_outcome::number;
-    if (changed && kr.op != Kv_op::touch && !Recache_tokens::instance().empty(k))
-      Recache_tokens::instance().forget(k, token_key(oc.def, k));
+    if (changed && kr.op != Kv_op::touch && !Recache_tokens::instance().empty(k)) {
+      if (res->outcome == Kv_outcome::number && !res->longer)
+        Recache_tokens::instance().carry(k, token_key(oc.def, k), res->previous_cas, res->cas);
+      else
+        Recache_tokens::instance().forget(k, token_key(oc.def, k));
+    }
   }
   return st;
 }

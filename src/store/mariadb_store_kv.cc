@@ -232,6 +232,7 @@ Store_status Mariadb_store::kv_write_here(Open_index &idx, const Kv_layout &layo
         n = n < req.delta ? 0 : n - req.delta;
       std::string v = std::to_string(n);
       const uint32_t flags = current_flags();
+      res->previous_cas = current_cas();
       upd.set_flags = false;
       upd.set_expiry = false;
       st = kv_set_row(t, idx, layout, upd, v, true);

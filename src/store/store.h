@@ -238,6 +238,7 @@ struct Kv_result {
   uint64_t number = 0;  // incr/decr: the new value
   bool longer = false;  // incr/decr: the new number has more digits than the value it replaced
   uint64_t cas = 0;     // the row's CAS after a change (the cas column, or the content hash)
+  uint64_t previous_cas = 0;  // incr/decr: the row's CAS before it, as a client saw it
 };
 
 /* A table's row count and data size, as its engine keeps them (Store::table_size()). */

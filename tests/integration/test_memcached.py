@@ -1077,6 +1077,32 @@ def test_md_invalidate_marks_the_item_stale_instead_of_deleting_it(mc, key):
     c.request(f"md {m} I\r\n", b"NF\r\n")
 
 
+def test_an_incr_in_place_keeps_the_items_stale_and_win_state(mc, key):
+    """memcached rewrites a number in place when the result is no longer than the old one: the
+    same item, its stale and win bits kept (a helper's meta-memcache run: tablesocket cleared
+    them, and a recache handed out a second W, the stampede it exists to prevent). A longer
+    number is a new item in memcached: fresh."""
+    c = mc()
+    k, r, g = key("stale"), key("recache"), key("grows")
+    c.request(f"ms {k} 1\r\n5\r\n", b"HD\r\n")
+    c.request(f"md {k} I\r\n", b"HD\r\n")
+    c.request(f"ma {k} v\r\n", b"VA 1\r\n6\r\n")
+    c.send(f"mg {k} v\r\n")
+    assert re.fullmatch(rb"VA 1 X W\r\n6\r\n", c.recv_until())
+    c.send(f"mg {k} v\r\n")
+    assert re.fullmatch(rb"VA 1 Z X\r\n6\r\n", c.recv_until())
+    c.request(f"ms {r} 1 T10\r\n5\r\n", b"HD\r\n")
+    c.send(f"mg {r} R30 v\r\n")
+    assert re.fullmatch(rb"VA 1 W\r\n5\r\n", c.recv_until())
+    c.request(f"ma {r} v\r\n", b"VA 1\r\n6\r\n")
+    c.send(f"mg {r} R30 v\r\n")
+    assert re.fullmatch(rb"VA 1 Z\r\n6\r\n", c.recv_until())  # the win stays handed out
+    c.request(f"ms {g} 1\r\n9\r\n", b"HD\r\n")
+    c.request(f"md {g} I\r\n", b"HD\r\n")
+    c.request(f"ma {g} v\r\n", b"VA 2\r\n10\r\n")
+    c.request(f"mg {g} v\r\n", b"VA 2\r\n10\r\n")
+
+
 def test_md_invalidate_gives_the_item_a_new_cas_and_ttl(mc, key):
     """As memcached: md I bumps the CAS (a CAS taken before no longer matches) and T<ttl> sets the
     TTL; the item keeps its value."""
