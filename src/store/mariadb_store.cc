@@ -1163,6 +1163,11 @@ Store_status Mariadb_store::open_index(const Index_spec &spec, Open_index &out) 
   return {};
 }
 
+/* Key part i's value: the IN value in_index for the IN column, the request's key otherwise. */
+static const Datum &key_part_value(const Find_request &req, uint32_t i, uint32_t in_index) {
+  return (req.has_in && i == req.in_column) ? req.in_values[in_index] : req.keys[i];
+}
+
 /* Whether digits n fit integer column f (rounds_silently): stored as they are, with no condition. */
 static bool integer_fits(const Field *f, uint64_t n) {
   const uint32_t bytes = f->pack_length();
@@ -1175,7 +1180,7 @@ bool Mariadb_store::build_integer_key(TABLE *t, KEY &k, const Find_request &req,
   uint64_t n[MAX_REF_PARTS];
   for (uint32_t i = 0; i < req.nkeys; ++i) {
     const KEY_PART_INFO &kp = k.key_part[i];
-    const Datum &v = (req.has_in && i == req.in_column) ? req.in_values[in_index] : req.keys[i];
+    const Datum &v = key_part_value(req, i, in_index);
     const Field *f = t->field[kp.fieldnr - 1];
     if (v.is_null() || !rounds_silently(f) || !small_digits(v, &n[i]) || !integer_fits(f, n[i])) return false;
   }
@@ -1221,7 +1226,7 @@ void Mariadb_store::build_key(TABLE *t, KEY &k, const Find_request &req, uint32_
   thd_->abort_on_warning = false;
   for (uint32_t i = 0; i < req.nkeys; ++i) {
     KEY_PART_INFO &kp = k.key_part[i];
-    const Datum &v = (req.has_in && i == req.in_column) ? req.in_values[in_index] : req.keys[i];
+    const Datum &v = key_part_value(req, i, in_index);
     /* The column itself: a prefix part's kp.field is a copy shortened to the prefix, which would
        cut the value (an error under strict sql_mode). key_copy() takes the prefix. */
     Field *f = t->field[kp.fieldnr - 1];

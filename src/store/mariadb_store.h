@@ -289,6 +289,7 @@ class Mariadb_store final : public Store {
   /* (Re)builds p's security context from the ACL: false when no account matches any more. */
   bool rebuild_context(Mariadb_principal &p);
   Store_status deny_unknown(const Login_request &req, Mariadb_principal &p, const std::string &denied);
+  Store_status deny_after_decoy_check(const Login_request &req, Mariadb_principal &p, const std::string &denied);
   /* Activates p's default role (p.role) in its context, as a SQL login does. */
   void apply_role(Mariadb_principal &p);
   Store_status read_account(const char *host, const char *user, std::string *json, bool *found);
